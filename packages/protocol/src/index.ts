@@ -1,0 +1,6 @@
+// @duet/protocol: the wire contract shared by the duet server and client.
+export * from "./errors.js";
+export * from "./limits.js";
+export * from "./room-code.js";
+export * from "./schemas.js";
+export { buildOpenApiDocument } from "./openapi.js";

@@ -1,0 +1,27 @@
+// The numbers of the contract (relay-spec.md "Limits", decisions.md "Behaviour").
+// Server and client both read them from here, so they cannot drift apart.
+
+/** Largest accepted text, in UTF-8 bytes after JSON parsing (2 MiB). */
+export const MAX_TEXT_BYTES = 2_097_152;
+/** Unacked messages a room holds, both directions together. */
+export const MAX_PENDING_MESSAGES = 8;
+/** Unacked text a room holds, both directions together, in UTF-8 bytes. */
+export const MAX_PENDING_BYTES = 2_097_152;
+/**
+ * Largest request body. Any legal text must fit whatever escaping the client used:
+ * `\u0001` is six bytes of JSON for one byte of text, so 6 x 2 MiB plus room for the
+ * other fields. Larger bodies get 400 too_large.
+ */
+export const MAX_BODY_BYTES = 13 * 1024 * 1024;
+/** Longest and default recv wait, in milliseconds. */
+export const MAX_WAIT_MS = 25_000;
+/** idempotency_key: 1 to 128 visible ASCII characters. */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 128;
+/** Most ids one ack call may list. */
+export const MAX_ACK_IDS = 64;
+/** A seat counts as active for this long after its last call. */
+export const PEER_ACTIVE_WINDOW_MS = 60_000;
+/** The User-Agent product every duet client sends. */
+export const USER_AGENT = "duet/0.1";
+/** Version of the machine-readable description. */
+export const API_VERSION = "1.0.0";
