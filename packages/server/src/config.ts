@@ -1,0 +1,140 @@
+// Configuration: parsed once, at start-up, from the environment. Nothing else in the
+// server reads process.env. A bad value stops start-up with a message naming the variable.
+import { z } from "zod";
+
+const integer = (fallback: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .trim()
+    .regex(/^-?[0-9]+$/, "must be a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max))
+    .optional()
+    .transform((value) => value ?? fallback);
+
+const optionalText = z
+  .string()
+  .trim()
+  .optional()
+  .transform((value) => (value === "" ? undefined : value));
+
+/** Express "trust proxy": false, a hop count, or a list of addresses/subnets. Never plain true. */
+const trustProxy = z
+  .string()
+  .trim()
+  .optional()
+  .transform((value, ctx): false | number | string[] => {
+    if (value === undefined || value === "" || value === "false" || value === "0") return false;
+    if (/^[0-9]+$/.test(value)) return Number(value);
+    if (value === "true") {
+      ctx.addIssue({
+        code: "custom",
+        message: "'true' would trust any X-Forwarded-For a client sends; give the number of proxies in front (e.g. 1) or their addresses",
+      });
+      return z.NEVER;
+    }
+    return value.split(",").map((part) => part.trim()).filter(Boolean);
+  });
+
+const clusterNodes = z
+  .string()
+  .trim()
+  .optional()
+  .transform((value, ctx) => {
+    if (!value) return undefined;
+    return value.split(",").map((entry) => {
+      const match = /^\s*([^\s:]+|\[[^\]]+\]):([0-9]{1,5})\s*$/.exec(entry);
+      if (!match) {
+        ctx.addIssue({ code: "custom", message: `"${entry}" is not host:port` });
+        return { host: "", port: 0 };
+      }
+      return { host: match[1]!.replace(/^\[|\]$/g, ""), port: Number(match[2]) };
+    });
+  });
+
+export const ConfigSchema = z
+  .object({
+    PORT: integer(8080, 0, 65535),
+    HOST: optionalText.transform((v) => v ?? "127.0.0.1"),
+    PUBLIC_URL: optionalText.pipe(z.url({ protocol: /^https?$/ }).optional()).transform((v) => v?.replace(/\/+$/, "")),
+    TRUST_PROXY: trustProxy,
+    REDIS_URL: optionalText.pipe(z.url({ protocol: /^rediss?$/ }).optional()),
+    REDIS_CLUSTER_NODES: clusterNodes,
+    REDIS_KEY_PREFIX: optionalText.transform((v) => v ?? "duet:"),
+    REDIS_COMMAND_TIMEOUT_MS: integer(2000, 50, 60_000),
+    ROOM_IDLE_SECONDS: integer(1800, 1, 86_400),
+    ROOM_MAX_SECONDS: integer(1800, 1, 86_400),
+    UA_POLICY: z.enum(["denylist", "off", "strict"]).optional().transform((v) => v ?? "denylist"),
+    RATE_LIMIT_WINDOW_SECONDS: integer(60, 1, 86_400),
+    RATE_LIMIT_REQUESTS: integer(600, 0),
+    RATE_LIMIT_ROOMS: integer(60, 0),
+    WAKE_RECHECK_SECONDS: integer(5, 1, 3600),
+    SHUTDOWN_DRAIN_SECONDS: integer(10, 0, 600),
+    KEEP_ALIVE_TIMEOUT_SECONDS: integer(65, 1, 3600),
+    LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional().transform((v) => v ?? "info"),
+  })
+  .superRefine((env, ctx) => {
+    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) {
+      ctx.addIssue({ code: "custom", path: ["REDIS_CLUSTER_NODES"], message: "set REDIS_URL or REDIS_CLUSTER_NODES, not both" });
+    }
+  });
+
+export type EnvConfig = z.output<typeof ConfigSchema>;
+
+/** The server's settings, in the units the code uses. */
+export interface Config {
+  port: number;
+  host: string;
+  publicUrl?: string;
+  trustProxy: false | number | string[];
+  redis?: { url?: string; clusterNodes?: { host: string; port: number }[]; keyPrefix: string; commandTimeoutMs: number };
+  roomIdleMs: number;
+  roomMaxMs: number;
+  userAgentPolicy: "denylist" | "off" | "strict";
+  rateLimit: { windowMs: number; requestsPerWindow: number; roomsPerWindow: number };
+  wakeRecheckMs: number;
+  shutdownDrainMs: number;
+  keepAliveTimeoutMs: number;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+  }
+}
+
+/** Reads the configuration from an environment (process.env in main). Throws ConfigError. */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const parsed = ConfigSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join(".") || "environment"}: ${issue.message}`));
+  }
+  const e = parsed.data;
+  const onRedis = e.REDIS_URL !== undefined || e.REDIS_CLUSTER_NODES !== undefined;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    publicUrl: e.PUBLIC_URL,
+    trustProxy: e.TRUST_PROXY,
+    redis: onRedis
+      ? { url: e.REDIS_URL, clusterNodes: e.REDIS_CLUSTER_NODES, keyPrefix: e.REDIS_KEY_PREFIX, commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS }
+      : undefined,
+    roomIdleMs: e.ROOM_IDLE_SECONDS * 1000,
+    roomMaxMs: e.ROOM_MAX_SECONDS * 1000,
+    userAgentPolicy: e.UA_POLICY,
+    rateLimit: {
+      windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000,
+      requestsPerWindow: e.RATE_LIMIT_REQUESTS,
+      roomsPerWindow: e.RATE_LIMIT_ROOMS,
+    },
+    wakeRecheckMs: e.WAKE_RECHECK_SECONDS * 1000,
+    shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,
+    keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_SECONDS * 1000,
+    logLevel: e.LOG_LEVEL,
+  };
+}
+
+/** Names of every environment variable the server reads (for infra checks). */
+export const CONFIG_VARIABLES = Object.keys(ConfigSchema.shape) as (keyof typeof ConfigSchema.shape)[];
