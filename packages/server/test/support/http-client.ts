@@ -59,8 +59,9 @@ export class TestClient {
   send(code: string, token: string, text: string, idempotencyKey?: string, options: CallOptions = {}) {
     return this.call("POST", "/v1/send", { body: { code, text, ...(idempotencyKey === undefined ? {} : { idempotency_key: idempotencyKey }) }, token, ...options });
   }
-  recv(code: string, token: string, wait: number | undefined = 0, options: CallOptions = {}) {
-    return this.call("GET", "/v1/recv", { query: wait === undefined ? { code } : { code, wait }, token, ...options });
+  /** wait "default" leaves the parameter out. */
+  recv(code: string, token: string, wait: number | "default" = 0, options: CallOptions = {}) {
+    return this.call("GET", "/v1/recv", { query: wait === "default" ? { code } : { code, wait }, token, ...options });
   }
   ack(code: string, token: string, ids: string[], options: CallOptions = {}) {
     return this.call("POST", "/v1/ack", { body: { code, ids }, token, ...options });
