@@ -4,7 +4,8 @@ import { USER_AGENT, type JoinResponse, type OpenResponse } from "@duet/protocol
 
 export interface Reply<T = any> {
   status: number;
-  body: T;
+  /** The answer; an error answer has error and message instead. */
+  body: T & { error?: string; message?: string };
   text: string;
   headers: Headers;
 }
@@ -46,7 +47,7 @@ export class TestClient {
     const text = await response.text();
     let parsed: unknown = text;
     if ((response.headers.get("content-type") ?? "").includes("json")) parsed = JSON.parse(text);
-    return { status: response.status, body: parsed as T, text, headers: response.headers };
+    return { status: response.status, body: parsed as Reply<T>["body"], text, headers: response.headers };
   }
 
   // ---- the protocol's calls ----
