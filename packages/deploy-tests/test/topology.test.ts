@@ -28,6 +28,9 @@ interface Call {
   ms: number;
 }
 
+/** Resolves with value after ms, without keeping the process alive. */
+const after = <T>(ms: number, value: T) => new Promise<T>((r) => setTimeout(() => r(value), ms).unref());
+
 let harness: ChildProcess | undefined;
 let harnessExit: Promise<number | null>;
 let harnessStderr = "";
@@ -123,7 +126,7 @@ beforeAll(async () => {
 afterAll(async () => {
   if (harness && harness.exitCode === null && harness.signalCode === null) {
     harness.kill("SIGTERM");
-    const code = await Promise.race([harnessExit, new Promise((r) => setTimeout(() => r("timeout"), 20_000))]);
+    const code = await Promise.race([harnessExit, after(20_000, "timeout")]);
     if (code === "timeout") {
       try {
         process.kill(-harness.pid!, "SIGKILL");
@@ -220,7 +223,7 @@ test("the largest text, JSON-escaped to its worst case, passes nginx; a larger b
 test("SIGTERM stops every process the harness started", async () => {
   const ports = [topo.url.split(":").pop(), ...topo.replicas.map((r) => r.port)].map(Number);
   harness!.kill("SIGTERM");
-  const code = await Promise.race([harnessExit, new Promise((r) => setTimeout(() => r("timeout"), 25_000))]);
+  const code = await Promise.race([harnessExit, after(25_000, "timeout")]);
   expect(code).toBe(0);
   for (const port of ports) expect(await portAccepts(port)).toBe(false);
   const alive = [topo.nginx.pid, ...topo.replicas.map((r) => r.pid)].filter((pid) => {
