@@ -128,5 +128,30 @@ check(
 const listen = /^\s*listen\s+(?:[^\s;]+:)?([0-9]+)/m.exec(readFileSync(join(ROOT, "infra/nginx/compose/listen.conf"), "utf8"))?.[1];
 check((compose.services.nginx?.ports ?? []).some((p) => String(p).endsWith(`:${listen}`)), `compose publishes nginx's listen port ${listen}`);
 
+// Containers must listen on every interface; the compose relays and the k8s ConfigMap say so.
+for (const [name, service] of relayServices) check(service.environment?.HOST === "0.0.0.0", `compose ${name}: HOST=0.0.0.0`);
+const relayConfigMap = k8sObjects.find(({ obj }) => obj.kind === "ConfigMap" && obj.metadata?.name === "duet-relay-config")?.obj;
+check(relayConfigMap?.data?.HOST === "0.0.0.0", "k8s ConfigMap duet-relay-config: HOST=0.0.0.0");
+
+// Dockerfile: the promises the README and the manifests rely on.
+const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8").replace(/\\\n/g, " ");
+const stages = dockerfile.split(/^FROM /m).slice(1);
+const runtime = stages.at(-1) ?? "";
+const packageManager = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).packageManager;
+check(stages.length >= 2, `Dockerfile is multi-stage (${stages.length} stages)`);
+check(dockerfile.includes(`pnpm@${packageManager.split("@")[1]}`) && /--frozen-lockfile/.test(dockerfile), `Dockerfile builds with ${packageManager} from the lockfile`);
+check(/deploy\s+--prod/.test(dockerfile), "Dockerfile deploys production dependencies only (pnpm deploy --prod)");
+const user = /^USER\s+(\S+)/m.exec(runtime)?.[1];
+check(/^[1-9][0-9]*(:[0-9]+)?$/.test(user ?? ""), `runtime stage runs as a numeric non-root user (${user})`);
+const runAsUser = relayDeployments[0]?.obj.spec.template.spec.securityContext?.runAsUser;
+check(runAsUser === undefined || String(runAsUser) === user?.split(":")[0], `k8s runAsUser ${runAsUser} matches the image's USER ${user}`);
+check(/^ENV[\s\S]*?HOST=0\.0\.0\.0/m.test(runtime), "runtime stage sets HOST=0.0.0.0");
+const healthcheck = /^HEALTHCHECK.*CMD\s+(\[.*\])\s*$/m.exec(runtime)?.[1] ?? "";
+check(healthcheck.includes('"node"') && healthcheck.includes("/healthz") && !/curl|wget/.test(healthcheck), "HEALTHCHECK hits /healthz with node (no curl or wget)");
+check(!/pnpm|npm install/.test(runtime.replace(/^#.*$/gm, "")), "runtime stage installs nothing (no pnpm/npm)");
+const cmd = JSON.parse(/^CMD\s+(\[.*\])\s*$/m.exec(runtime)?.[1] ?? "[]");
+const serverMain = JSON.parse(readFileSync(join(ROOT, "packages/server/package.json"), "utf8")).main?.replace(/^\.\//, "");
+check(cmd[0] === "node" && cmd[1] === serverMain, `CMD runs the server's main (${cmd.join(" ")} vs ${serverMain})`);
+
 console.log(failures ? `\ncheck-infra-settings: ${failures} problem(s)` : "\ncheck-infra-settings: all settings consistent");
 process.exit(failures ? 1 : 0);
