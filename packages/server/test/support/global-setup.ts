@@ -1,5 +1,7 @@
 // Jest globalSetup: one Redis for the whole run. REDIS_URL if set; else a redis-server
 // spawned from PATH on a free port; else a testcontainers Redis (needs Docker).
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
 import { spawnRedis, which } from "./redis-server";
 
 declare global {
@@ -13,6 +15,8 @@ async function startContainer() {
 }
 
 export default async function globalSetup() {
+  // The black-box target runs the built server: build it from the current source (~2 s).
+  execFileSync("pnpm", ["--filter", "@duet/server...", "build"], { cwd: join(__dirname, "../../../.."), stdio: "ignore" });
   if (process.env.REDIS_URL && !process.env.TEST_REDIS) return;
   const useBinary = process.env.TEST_REDIS !== "container" && which("redis-server") !== undefined;
   const redis = await (useBinary ? spawnRedis() : startContainer()).catch((error: Error) => {
