@@ -41,7 +41,8 @@ function startHarness(): Promise<Ready> {
     cwd: ROOT,
     detached: true, // own process group: the fallback kill reaches every child
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, SHUTDOWN_DRAIN_SECONDS: "1", LOG_LEVEL: "warn" },
+    // A long fallback re-check, so a prompt wake-up can only come from Redis pub/sub.
+    env: { ...process.env, SHUTDOWN_DRAIN_SECONDS: "1", LOG_LEVEL: "warn", WAKE_RECHECK_SECONDS: "60" },
   });
   harness = child;
   harnessExit = new Promise((r) => child.once("exit", (code) => r(code)));
@@ -185,7 +186,7 @@ test("a recv waiting on one replica is woken by a send through another", async (
   const recv = await waiting;
   expectOk(recv);
   expect(recv.body.messages).toEqual([{ id: send.body.id, from: "a", text: "wake up" }]);
-  expect(recv.ms).toBeLessThan(10_000); // woken, not timed out at 25 s
+  expect(recv.ms).toBeLessThan(3_000); // woken by pub/sub: not the 60 s re-check, not the 25 s timeout
   const [recvOn, sendOn] = await upstreamsOf([recv, send]);
   expect(recvOn).not.toBe(sendOn);
   expectOk(await call("close", "POST", "/v1/close", { token: a, body: { code, force: true } }));
