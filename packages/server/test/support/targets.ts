@@ -23,6 +23,8 @@ export interface RelayTarget {
   nodes: RunningRelay[];
   /** Every log line every node wrote, as text. */
   logs(): string;
+  /** The process target only: its child process. */
+  process?: import("node:child_process").ChildProcess;
   close(): Promise<void>;
 }
 
@@ -97,6 +99,7 @@ async function startProcessTarget(env: Record<string, string>): Promise<RelayTar
   await waitUntilReady(url);
   return {
     kind: "process",
+    process: child,
     client: new TestClient([url]),
     config: loadConfig(env),
     nodes: [],
