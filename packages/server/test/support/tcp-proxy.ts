@@ -1,0 +1,96 @@
+// A TCP proxy on loopback for fault injection between relay nodes and Redis (a small
+// Toxiproxy in plain node:net): add latency, reset every connection, stop forwarding
+// (a black hole: connections stay open, bytes are held like a partitioned TCP link that
+// retransmits) and resume. Bytes are never dropped from a live connection: TCP does not
+// lose bytes inside a connection, it delivers them late or the connection dies (resetAll).
+import { createServer, Socket, type AddressInfo, type Server } from "node:net";
+
+export interface TcpProxy {
+  port: number;
+  url: string;
+  /** Delay every chunk in both directions by this many ms (0: none). */
+  setLatency(ms: number): void;
+  /** Destroys every open connection with a TCP RST on both sides. */
+  resetAll(): void;
+  /** Black hole: accept connections and bytes but forward nothing, until resume(). */
+  blackhole(): void;
+  /** Forward again: held bytes are delivered in order (a healed partition). */
+  resume(): void;
+  /** Open client connections right now. */
+  connectionCount(): number;
+  close(): Promise<void>;
+}
+
+interface Pair {
+  client: Socket;
+  upstream: Socket;
+}
+
+/** Starts a proxy from a free loopback port to 127.0.0.1:targetPort. */
+export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
+  const pairs = new Set<Pair>();
+  let latencyMs = 0;
+  let blackholed = false;
+
+  // Chunks are forwarded in order; latency delays each one, a black hole holds them.
+  const held: { to: Socket; chunk: Buffer }[] = [];
+  const deliver = (to: Socket, chunk: Buffer) => {
+    if (blackholed) held.push({ to, chunk });
+    else if (!to.destroyed) to.write(chunk);
+  };
+  const forward = (from: Socket, to: Socket) => {
+    from.on("data", (chunk: Buffer) => {
+      if (latencyMs > 0) setTimeout(() => deliver(to, chunk), latencyMs);
+      else deliver(to, chunk);
+    });
+  };
+
+  const server: Server = createServer((client) => {
+    const upstream = new Socket();
+    const pair = { client, upstream };
+    pairs.add(pair);
+    const drop = () => {
+      pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("error", drop).on("close", drop);
+    upstream.on("error", drop).on("close", drop);
+    // Connections made during a black hole hang (like a partitioned network), never refused.
+    upstream.connect(targetPort, targetHost);
+    upstream.setNoDelay(true);
+    client.setNoDelay(true);
+    forward(client, upstream);
+    forward(upstream, client);
+  });
+  await new Promise<void>((resolve, reject) => server.once("error", reject).listen(0, "127.0.0.1", () => resolve()));
+  const port = (server.address() as AddressInfo).port;
+
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    setLatency: (ms) => void (latencyMs = ms),
+    resetAll: () => {
+      for (const { client, upstream } of [...pairs]) {
+        client.resetAndDestroy();
+        upstream.resetAndDestroy();
+      }
+      pairs.clear();
+    },
+    blackhole: () => void (blackholed = true),
+    resume: () => {
+      blackholed = false;
+      for (const { to, chunk } of held.splice(0)) if (!to.destroyed) to.write(chunk);
+    },
+    connectionCount: () => pairs.size,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const { client, upstream } of pairs) {
+          client.destroy();
+          upstream.destroy();
+        }
+        pairs.clear();
+        server.close(() => resolve());
+      }),
+  };
+}

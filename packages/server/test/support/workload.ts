@@ -1,0 +1,155 @@
+// Steady traffic for fault tests: in each paired room both seats send a numbered sequence
+// (with idempotency keys, retried until answered) and long-poll, ack what they receive,
+// and record every call in a History. Bounded by a message count and a deadline.
+import { History, messageText, type Delivered, type Operation } from "./history";
+import type { Reply, TestClient } from "./http-client";
+
+export interface WorkloadOptions {
+  client: TestClient;
+  history: History;
+  /** Messages each seat sends. */
+  messagesPerSeat: number;
+  /** recv wait, ms. */
+  recvWaitMs?: number;
+  /** Stop everything at this Date.now(). */
+  deadline: number;
+  /** Pause between sends, ms (steady traffic rather than a burst). */
+  sendGapMs?: number;
+  /** Use idempotency keys (the safe client); without, a send is never retried after an unknown outcome. */
+  idempotent?: boolean;
+  /** Padding appended to each text. */
+  padding?: string;
+}
+
+export interface Room {
+  code: string;
+  a: string;
+  b: string;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** One call with a client-side ceiling, turned into an operation record. */
+async function timedCall(history: History, base: Omit<Operation, "outcome" | "status" | "startedAt" | "endedAt">, call: (signal: AbortSignal) => Promise<Reply>, ceilingMs: number) {
+  const startedAt = history.now();
+  let reply: Reply | undefined;
+  let error: string | undefined;
+  try {
+    reply = await call(AbortSignal.timeout(ceilingMs));
+  } catch (caught) {
+    error = (caught as Error).name === "TimeoutError" ? "client timeout" : String((caught as Error).cause ?? caught);
+  }
+  const status = reply?.status ?? 0;
+  const op: Operation = {
+    ...base,
+    outcome: History.outcomeOf(status),
+    status,
+    error: error ?? reply?.body?.error,
+    startedAt,
+    endedAt: history.now(),
+  };
+  return { op, reply };
+}
+
+/** Runs both seats of one room until each has sent and received everything, or the deadline. */
+export async function runRoomWorkload(room: Room, options: WorkloadOptions): Promise<{ ended: boolean }> {
+  const { client, history } = options;
+  const recvWaitMs = options.recvWaitMs ?? 2000;
+  const n = options.messagesPerSeat;
+  const idempotent = options.idempotent ?? true;
+  const senderDone = { a: false, b: false };
+  let ended = false;
+
+  const sender = async (seat: "a" | "b") => {
+    const token = room[seat];
+    for (let seq = 0; seq < n && !ended; seq++) {
+      const text = messageText(room.code, seat, seq, options.padding);
+      const key = idempotent ? `k-${seat}-${seq}` : undefined;
+      while (Date.now() < options.deadline && !ended) {
+        const { op, reply } = await timedCall(
+          history,
+          { kind: "send", room: room.code, seat, text, idempotencyKey: key },
+          (signal) => client.send(room.code, token, text, key, { signal }),
+          10_000,
+        );
+        if (op.outcome === "ok") op.id = reply!.body.id;
+        history.record(op);
+        if (op.outcome === "ok") break;
+        if (op.status === 404) ended = true;
+        // Without a key, an unknown outcome cannot be retried safely: move on.
+        if (op.outcome === "unknown" && !idempotent) break;
+        if (op.status === 409) break;
+        await sleep(op.status === 429 ? 100 : 150);
+      }
+      if (options.sendGapMs) await sleep(options.sendGapMs);
+    }
+    senderDone[seat] = true;
+  };
+
+  const receiver = async (seat: "a" | "b") => {
+    const token = room[seat];
+    const peer = seat === "a" ? "b" : "a";
+    const seen = new Set<string>();
+    while (Date.now() < options.deadline && !ended) {
+      const peerFinished = senderDone[peer];
+      const { op, reply } = await timedCall(
+        history,
+        { kind: "recv", room: room.code, seat, waitMs: peerFinished ? 0 : recvWaitMs },
+        (signal) => client.recv(room.code, token, peerFinished ? 0 : recvWaitMs, { signal }),
+        recvWaitMs + 10_000,
+      );
+      if (op.outcome === "ok") op.messages = (reply!.body.messages as Delivered[]).map(({ id, from, text }) => ({ id, from, text }));
+      history.record(op);
+      if (op.status === 404) ended = true;
+      if (op.outcome !== "ok") {
+        await sleep(150);
+        continue;
+      }
+      const ids = op.messages!.map((m) => m.id);
+      for (const message of op.messages!) seen.add(message.text);
+      if (ids.length > 0) {
+        // Ack until the server confirms it (ack is idempotent).
+        while (Date.now() < options.deadline && !ended) {
+          const acked = await timedCall(history, { kind: "ack", room: room.code, seat, ids }, (signal) => client.ack(room.code, token, ids, { signal }), 10_000);
+          history.record(acked.op);
+          if (acked.op.outcome === "ok") break;
+          if (acked.op.status === 404) ended = true;
+          await sleep(150);
+        }
+      } else if (peerFinished) {
+        return; // the peer has stopped sending and nothing is pending
+      }
+      if (seen.size >= n && senderDone[peer]) return;
+    }
+  };
+
+  await Promise.all([sender("a"), sender("b"), receiver("a"), receiver("b")]);
+  return { ended };
+}
+
+/** Opens and joins a room, retrying through faults until the deadline. */
+export async function openRoomWithRetry(client: TestClient, deadline: number): Promise<Room> {
+  let last = "";
+  while (Date.now() < deadline) {
+    try {
+      return await client.pairedRoom();
+    } catch (error) {
+      last = String(error);
+      await sleep(200);
+    }
+  }
+  throw new Error(`could not open a room before the deadline: ${last}`);
+}
+
+export const median = (values: number[]) => {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((x, y) => x - y);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+};
+
+export const percentile = (values: number[], p: number) => {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((x, y) => x - y);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+};
