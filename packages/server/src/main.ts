@@ -35,9 +35,10 @@ export function createStore(config: Config, logger: Logger): { store: RoomStore;
   }
   const store = new RedisRoomStore({
     client,
-    wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code)),
+    wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code), config.redis.commandTimeoutMs),
     keyPrefix: config.redis.keyPrefix,
     lifetimes,
+    operationTimeoutMs: config.redis.commandTimeoutMs,
   });
   const closeStore = store.close.bind(store);
   store.close = async () => {

@@ -20,6 +20,12 @@ export class RedisWakeupBus implements WakeupBus {
   constructor(
     private readonly subscriber: Redis | Cluster,
     private readonly channelOf: (code: string) => string,
+    /**
+     * Longest wait for a subscription's confirmation. The subscriber connection has no
+     * command timeout, and a Redis that stopped answering would otherwise hold a recv
+     * past its wait for as long as the outage lasts.
+     */
+    private readonly confirmTimeoutMs = 2000,
   ) {
     subscriber.on("smessage", (channel: string, message: string) => this.deliver(channel, message as WakeEvent));
     // After a reconnect, wake-ups sent while we were away are lost: every waiter re-reads.
@@ -43,13 +49,19 @@ export class RedisWakeupBus implements WakeupBus {
     }
     subscription.listeners.add(listener);
     const stop = () => this.unwatch(channel, subscription, listener);
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await subscription.confirmed;
+      await Promise.race([
+        subscription.confirmed,
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("subscription not confirmed")), this.confirmTimeoutMs))),
+      ]);
     } catch {
       stop();
       const unavailable = apiError("unavailable");
       unavailable.retryAfterSeconds = 1;
       throw unavailable;
+    } finally {
+      clearTimeout(timer);
     }
     return stop;
   }
@@ -69,12 +81,18 @@ export class RedisWakeupBus implements WakeupBus {
     for (const listener of [...subscription.listeners]) listener(event);
   }
 
-  // ioredis re-sends the subscriptions when it reconnects; a PING queued behind them answers
-  // once they are confirmed, so a re-read after it cannot miss a send. (A cluster's shard
-  // subscribers have no such handle: a short pause, then the safety re-check covers the rest.)
+  // On one Redis we re-send the subscriptions ourselves after a reconnect (the client is
+  // made with autoResubscribe off: its own re-sends leave rejected promises unhandled, which
+  // ends the process when the connection drops again before they are confirmed). A PING
+  // queued behind them answers once they are confirmed, so a re-read after it cannot miss a
+  // send. (A cluster's shard subscribers are restored by ioredis's subscriber group and have
+  // no such handle: a short pause, then the safety re-check covers the rest.)
   private async afterResubscribe(): Promise<void> {
-    if (this.subscriber instanceof Redis) await this.subscriber.ping().catch(() => undefined);
-    else await delay(500);
+    if (this.subscriber instanceof Redis) {
+      const subscriber = this.subscriber;
+      await Promise.all([...this.subscriptions.keys()].map((channel) => subscriber.ssubscribe(channel).catch(() => undefined)));
+      await subscriber.ping().catch(() => undefined);
+    } else await delay(500);
   }
 
   private resyncAll(): void {

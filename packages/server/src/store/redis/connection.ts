@@ -47,7 +47,8 @@ export function createCommandClient(settings: RedisSettings): RedisClient {
  */
 export function createSubscriberClient(settings: RedisSettings): RedisClient {
   // No command timeout: a subscriber connection carries no request-reply traffic of ours
-  // past the (S)SUBSCRIBE confirmations, and autoResubscribe restores it after reconnects.
+  // past the (S)SUBSCRIBE confirmations. A cluster's shard subscribers are restored by
+  // ioredis's subscriber group; a single Redis's by RedisWakeupBus.
   const options: RedisOptions = { ...baseOptions(settings), commandTimeout: undefined, autoResubscribe: true };
   if (settings.clusterNodes) {
     return new Cluster(settings.clusterNodes, {
@@ -57,5 +58,8 @@ export function createSubscriberClient(settings: RedisSettings): RedisClient {
       clusterRetryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2000),
     });
   }
-  return new Redis(settings.url!, options);
+  // On one Redis the wake-up bus restores its own subscriptions after a reconnect:
+  // ioredis's autoResubscribe sends them without handling their promises, and a connection
+  // lost again before they are confirmed rejects them unhandled, which ends the process.
+  return new Redis(settings.url!, { ...options, autoResubscribe: false });
 }

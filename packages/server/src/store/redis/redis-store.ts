@@ -57,6 +57,12 @@ export interface RedisStoreOptions {
   wakeups: WakeupBus;
   keyPrefix: string;
   lifetimes: RoomLifetimes;
+  /**
+   * Longest time one store operation may take before it answers 503. ioredis's own
+   * commandTimeout starts when a command is written, and auto-pipelining holds a command
+   * until the pipeline before it settles, so alone it allows twice its value.
+   */
+  operationTimeoutMs?: number;
 }
 
 export class RedisRoomStore implements RoomStore {
@@ -66,8 +72,10 @@ export class RedisRoomStore implements RoomStore {
   private readonly client: RedisClient;
   private readonly idleMs: number;
   private readonly maxMs: number;
+  private readonly operationTimeoutMs: number;
 
   constructor(options: RedisStoreOptions) {
+    this.operationTimeoutMs = options.operationTimeoutMs ?? 2000;
     this.client = options.client;
     this.wakeups = options.wakeups;
     this.keys = new RedisKeys(options.keyPrefix);
@@ -77,10 +85,20 @@ export class RedisRoomStore implements RoomStore {
   }
 
   private async run<T>(operation: () => Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const work = operation();
+    // An abandoned operation may still settle later: its outcome is unknown to the client
+    // (a 503), which is why sends carry idempotency keys.
+    work.catch(() => undefined);
     try {
-      return await operation();
+      return await Promise.race([
+        work,
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("store operation timed out")), this.operationTimeoutMs))),
+      ]);
     } catch (error) {
       throw storeFailure(error);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -186,7 +204,7 @@ export class RedisRoomStore implements RoomStore {
 
   async isReady(): Promise<boolean> {
     try {
-      return (await this.client.ping()) === "PONG";
+      return (await this.run(() => this.client.ping())) === "PONG";
     } catch {
       return false;
     }
