@@ -27,6 +27,8 @@ export interface Operation {
   error?: string;
   startedAt: number;
   endedAt: number;
+  /** A name for calls outside the workload (probes). */
+  label?: string;
   /** recv: the wait asked for, to tell a hung request from a long poll. */
   waitMs?: number;
   /** send */

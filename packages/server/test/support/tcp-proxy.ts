@@ -16,6 +16,11 @@ export interface TcpProxy {
   blackhole(): void;
   /** Forward again: held bytes are delivered in order (a healed partition). */
   resume(): void;
+  /**
+   * Black hole for one connection only: the one whose upstream side uses this local port
+   * (what Redis shows as the client's addr in CLIENT LIST). Ended by resume().
+   */
+  blackholeConnection(upstreamLocalPort: number): boolean;
   /** Open client connections right now. */
   connectionCount(): number;
   close(): Promise<void>;
@@ -24,6 +29,7 @@ export interface TcpProxy {
 interface Pair {
   client: Socket;
   upstream: Socket;
+  blackholed: boolean;
 }
 
 /** Starts a proxy from a free loopback port to 127.0.0.1:targetPort. */
@@ -34,20 +40,20 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
 
   // Chunks are forwarded in order; latency delays each one, a black hole holds them.
   const held: { to: Socket; chunk: Buffer }[] = [];
-  const deliver = (to: Socket, chunk: Buffer) => {
-    if (blackholed) held.push({ to, chunk });
+  const deliver = (pair: Pair, to: Socket, chunk: Buffer) => {
+    if (blackholed || pair.blackholed) held.push({ to, chunk });
     else if (!to.destroyed) to.write(chunk);
   };
-  const forward = (from: Socket, to: Socket) => {
+  const forward = (pair: Pair, from: Socket, to: Socket) => {
     from.on("data", (chunk: Buffer) => {
-      if (latencyMs > 0) setTimeout(() => deliver(to, chunk), latencyMs);
-      else deliver(to, chunk);
+      if (latencyMs > 0) setTimeout(() => deliver(pair, to, chunk), latencyMs);
+      else deliver(pair, to, chunk);
     });
   };
 
   const server: Server = createServer((client) => {
     const upstream = new Socket();
-    const pair = { client, upstream };
+    const pair: Pair = { client, upstream, blackholed: false };
     pairs.add(pair);
     const drop = () => {
       pairs.delete(pair);
@@ -60,8 +66,8 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
     upstream.connect(targetPort, targetHost);
     upstream.setNoDelay(true);
     client.setNoDelay(true);
-    forward(client, upstream);
-    forward(upstream, client);
+    forward(pair, client, upstream);
+    forward(pair, upstream, client);
   });
   await new Promise<void>((resolve, reject) => server.once("error", reject).listen(0, "127.0.0.1", () => resolve()));
   const port = (server.address() as AddressInfo).port;
@@ -78,8 +84,14 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
       pairs.clear();
     },
     blackhole: () => void (blackholed = true),
+    blackholeConnection: (upstreamLocalPort) => {
+      const pair = [...pairs].find((p) => p.upstream.localPort === upstreamLocalPort);
+      if (pair) pair.blackholed = true;
+      return pair !== undefined;
+    },
     resume: () => {
       blackholed = false;
+      for (const pair of pairs) pair.blackholed = false;
       for (const { to, chunk } of held.splice(0)) if (!to.destroyed) to.write(chunk);
     },
     connectionCount: () => pairs.size,
