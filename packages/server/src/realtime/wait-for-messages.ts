@@ -4,6 +4,9 @@ import type { InboxSnapshot, RoomStore, SeatCredentials, WakeEvent } from "../st
 
 type WakeReason = "wake" | "timer" | "aborted" | "drained";
 
+/** How often a recv re-reads when it could not subscribe to wake-ups. */
+const UNSUBSCRIBED_RECHECK_MS = 1000;
+
 /** One waiting recv: collects wake-ups so none is lost between a read and the next wait. */
 class Waiter {
   private pendingWake = false;
@@ -79,8 +82,16 @@ export class WaitingRecvs {
     let snapshot = first;
     const waiter = new Waiter(() => snapshot.seat);
     // Listen, then read again: a send that landed between the first read and the
-    // subscription is seen by this read, and any later one wakes the waiter.
-    const stopWatching = await this.store.wakeups.watch(seat.code, waiter.onEvent);
+    // subscription is seen by this read, and any later one wakes the waiter. If the
+    // subscription cannot be made (a cluster shard's subscriber being replaced, say), the
+    // recv still waits, re-reading every second instead of failing.
+    let stopWatching = () => {};
+    let recheckMs = options.recheckMs;
+    try {
+      stopWatching = await this.store.wakeups.watch(seat.code, waiter.onEvent);
+    } catch {
+      recheckMs = Math.min(recheckMs, UNSUBSCRIBED_RECHECK_MS);
+    }
     const onAbort = () => waiter.fire("aborted");
     options.signal.addEventListener("abort", onAbort);
     this.waiters.add(waiter);
@@ -92,7 +103,7 @@ export class WaitingRecvs {
         const remaining = deadline - Date.now();
         if (remaining <= 0) return snapshot;
         // Wake at the room's expiry too: the re-read then answers 404.
-        const reason = await waiter.next(Math.min(remaining, options.recheckMs, Math.max(snapshot.expiresInMs, 0) + 5));
+        const reason = await waiter.next(Math.min(remaining, recheckMs, Math.max(snapshot.expiresInMs, 0) + 5));
         if (reason === "aborted") return undefined;
         if (reason === "drained") return { ...snapshot, messages: [] };
         if (reason === "timer" && Date.now() >= deadline) return { ...snapshot, messages: [] };

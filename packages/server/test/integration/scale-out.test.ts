@@ -65,7 +65,7 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
       await new Promise((r) => setTimeout(r, 300));
       const admins = adminClients(kind);
       let killed = 0;
-      for (const admin of admins) killed += Number(await admin.client("KILL", "TYPE", "pubsub"));
+      for (const admin of admins) killed += Number(await admin.call("CLIENT", "KILL", "TYPE", "pubsub"));
       admins.forEach((admin) => admin.disconnect());
       expect(killed).toBeGreaterThanOrEqual(3); // every node lost its subscriber(s)
       const sentAt = Date.now();
@@ -121,7 +121,7 @@ describe("Redis connections per node", () => {
     await redis?.stop();
   });
 
-  const relayConnections = async () => (await admin.client("LIST")).split("\n").filter((line) => line && !line.includes("cmd=client|list")).length;
+  const relayConnections = async () => ((await admin.call("CLIENT", "LIST")) as string).split("\n").filter((line) => line && !line.includes("cmd=client|list")).length;
 
   it("stays constant from 0 to 1,000 waiting recvs: one command connection and one subscriber", async () => {
     const { client } = target;
