@@ -106,7 +106,7 @@ async function startProcessTarget(env: Record<string, string>): Promise<RelayTar
     logs: () => output,
     close: () =>
       new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
         child.once("exit", () => resolve());
         child.kill("SIGTERM");
       }),

@@ -1,0 +1,143 @@
+// API nodes failing under load: a node SIGKILLed with 1,000 recvs waiting on it (clients
+// retry on another node), and a rolling restart of every node (SIGTERM, one at a time)
+// under steady traffic. The relay processes are the built server (pnpm build first).
+import { Redis } from "ioredis";
+import { FailoverClient } from "../support/failover-client";
+import { checkHistory, History, messageText, type Delivered } from "../support/history";
+import { TestClient } from "../support/http-client";
+import { startTarget, uniquePrefix, type RelayTarget } from "../support/targets";
+import { median, openRoomWithRetry, runRoomWorkload } from "../support/workload";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const SOAK = process.env.DUET_SOAK === "1";
+
+describe("an API node killed with 1,000 recvs waiting on it", () => {
+  const targets: RelayTarget[] = [];
+  let admin: Redis;
+  afterAll(async () => {
+    admin?.disconnect();
+    await Promise.all(targets.map((t) => t.close()));
+  });
+
+  it("clients retrying on another node lose 0 messages", async () => {
+    const prefix = uniquePrefix();
+    const env = { REDIS_URL: process.env.REDIS_URL!, REDIS_KEY_PREFIX: prefix };
+    targets.push(...(await Promise.all([startTarget("process", env), startTarget("process", env)])));
+    const [doomed, survivor] = targets as [RelayTarget, RelayTarget];
+    const client = new TestClient([doomed.client.baseUrls[0]!, survivor.client.baseUrls[0]!]);
+    admin = new Redis(process.env.REDIS_URL!);
+    const history = new History();
+    const ROOMS = 1000;
+    const rooms: { code: string; a: string; b: string }[] = [];
+    for (let batch = 0; batch < ROOMS / 100; batch++) {
+      rooms.push(...(await Promise.all(Array.from({ length: 100 }, () => client.pairedRoom()))));
+    }
+
+    // Every b waits on the doomed node; on a connection failure it retries on the survivor.
+    const received = new Map<string, Delivered[]>();
+    let retriedOnSurvivor = 0;
+    const receivers = rooms.map(async (room) => {
+      for (let attempt = 0; attempt < 20; attempt++) {
+        const node = attempt === 0 ? 0 : 1;
+        const startedAt = history.now();
+        const reply = await client.recv(room.code, room.b, 15_000, { node, signal: AbortSignal.timeout(30_000) }).catch(() => undefined);
+        const status = reply?.status ?? 0;
+        const messages = status === 200 ? (reply!.body.messages as Delivered[]).map(({ id, from, text }) => ({ id, from, text })) : undefined;
+        history.record({ kind: "recv", room: room.code, seat: "b", outcome: History.outcomeOf(status), status, startedAt, endedAt: history.now(), waitMs: 15_000, messages });
+        if (attempt > 0) retriedOnSurvivor++;
+        if (messages?.length) {
+          received.set(room.code, messages);
+          const ids = messages.map((m) => m.id);
+          const ackStarted = history.now();
+          const acked = await client.ack(room.code, room.b, ids, { node: 1 });
+          history.record({ kind: "ack", room: room.code, seat: "b", outcome: History.outcomeOf(acked.status), status: acked.status, startedAt: ackStarted, endedAt: history.now(), ids });
+          return;
+        }
+      }
+    });
+    const subscribed = async () => ((await admin.call("PUBSUB", "SHARDCHANNELS", `${prefix}*`)) as string[]).length;
+    for (const deadline = Date.now() + 20_000; (await subscribed()) < ROOMS && Date.now() < deadline; ) await sleep(100);
+    expect(await subscribed()).toBe(ROOMS);
+
+    const send = async (room: (typeof rooms)[number]) => {
+      const text = messageText(room.code, "a", 0);
+      const startedAt = history.now();
+      const reply = await client.send(room.code, room.a, text, "k-a-0", { node: 1 });
+      history.record({ kind: "send", room: room.code, seat: "a", text, idempotencyKey: "k-a-0", outcome: History.outcomeOf(reply.status), status: reply.status, startedAt, endedAt: history.now(), id: reply.body.id });
+    };
+    // Half the sends race the kill; the other half land after it.
+    const firstHalf = Promise.all(rooms.slice(0, ROOMS / 2).map(send));
+    await sleep(20);
+    doomed.process!.kill("SIGKILL");
+    await firstHalf;
+    await Promise.all(rooms.slice(ROOMS / 2).map(send));
+    await Promise.all(receivers);
+
+    const result = checkHistory(history);
+    const figures = {
+      waitingRecvs: ROOMS,
+      acknowledgedSends: result.acknowledgedSends,
+      received: received.size,
+      lost: result.lost,
+      duplicates: result.duplicates,
+      recvRetriedOnSurvivor: retriedOnSurvivor,
+      connectionErrors: history.operations.filter((o) => o.kind === "recv" && o.status === 0).length,
+    };
+    console.log(`FIGURES node-kill ${JSON.stringify(figures)}`);
+    expect(result.violations).toEqual([]);
+    expect(result.acknowledgedSends).toBe(ROOMS);
+    expect(received.size).toBe(ROOMS);
+    expect(result.lost).toBe(0);
+  }, 120_000);
+});
+
+describe("rolling restart of every node (SIGTERM, one at a time) under traffic", () => {
+  it("client-visible errors 0: answers are all 2xx (or a mailbox_full back-pressure 429), nothing lost or duplicated", async () => {
+    const prefix = uniquePrefix();
+    const env = { REDIS_URL: process.env.REDIS_URL!, REDIS_KEY_PREFIX: prefix, SHUTDOWN_DRAIN_SECONDS: "5" };
+    const nodes = await Promise.all([0, 1, 2].map(() => startTarget("process", env)));
+    const client = new FailoverClient(nodes.map((n) => n.client.baseUrls[0]!));
+    const history = new History();
+    try {
+      const deadline = Date.now() + (SOAK ? 600_000 : 90_000);
+      const rooms = await Promise.all(Array.from({ length: SOAK ? 40 : 10 }, () => openRoomWithRetry(client, deadline)));
+      let trafficDone = false;
+      const traffic = Promise.all(
+        rooms.map((room) => runRoomWorkload(room, { client, history, messagesPerSeat: SOAK ? 1000 : 300, recvWaitMs: 3000, sendGapMs: 30, deadline })),
+      ).finally(() => (trafficDone = true));
+      const restartMs: number[] = [];
+      for (let round = 0; round < (SOAK ? 3 : 1); round++) {
+        for (let i = 0; i < nodes.length; i++) {
+          await sleep(1000);
+          const started = Date.now();
+          await nodes[i]!.close(); // SIGTERM, resolves on exit
+          nodes[i] = await startTarget("process", env);
+          client.baseUrls[i] = nodes[i]!.client.baseUrls[0]!;
+          restartMs.push(Date.now() - started);
+        }
+      }
+      expect(trafficDone).toBe(false);
+      await traffic;
+
+      const result = checkHistory(history);
+      const visible = history.operations.filter((o) => o.outcome !== "ok" && !(o.status === 429 && o.error === "mailbox_full"));
+      const figures = {
+        restarts: restartMs.length,
+        medianRestartMs: median(restartMs),
+        operations: result.operations,
+        acknowledgedSends: result.acknowledgedSends,
+        clientVisibleErrors: visible.length,
+        callsThatFailedOver: client.failovers,
+        emptyRecvs: history.operations.filter((o) => o.kind === "recv" && o.outcome === "ok" && o.messages?.length === 0).length,
+        lost: result.lost,
+        duplicates: result.duplicates,
+      };
+      console.log(`FIGURES rolling-restart ${JSON.stringify(figures)}`);
+      expect(visible.map((o) => `${o.kind} ${o.status} ${o.error}`)).toEqual([]);
+      expect(result.violations).toEqual([]);
+      expect(result.acknowledgedSends).toBe(rooms.length * 2 * (SOAK ? 1000 : 300));
+    } finally {
+      await Promise.all(nodes.map((n) => n.close()));
+    }
+  }, SOAK ? 700_000 : 120_000);
+});
