@@ -24,5 +24,10 @@ export function bodyParserError(error: unknown) {
   if (type === "entity.parse.failed") return apiError("bad_request", "The body is not valid JSON.");
   if (type === "encoding.unsupported" || type === "charset.unsupported") return apiError("bad_request", "Send the body as UTF-8 JSON, uncompressed or gzip.");
   if (type === "request.aborted" || type === "request.size.invalid") return apiError("bad_request", "The body ended early.");
+  // A body that does not decompress (Content-Encoding: gzip, br or deflate over other bytes)
+  // comes as zlib's own error, which body-parser marks as a client error (400).
+  if ((error as { status?: number }).status === 400 && (error as { expose?: boolean }).expose === true) {
+    return apiError("bad_request", "The body could not be decoded: check its Content-Encoding.");
+  }
   return undefined;
 }
