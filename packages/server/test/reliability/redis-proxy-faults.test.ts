@@ -250,4 +250,38 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       await relay.close();
     }
   }, 60_000);
+
+  it("latency on the Redis link: 300 ms costs time, not messages; 1,500 ms (over the command timeout) answers 503 fast, then recovers", async () => {
+    const { client } = target;
+    const history = new History();
+    const deadline = Date.now() + 60_000;
+    const rooms = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, deadline)));
+    proxy.setLatency(300);
+    await Promise.all(rooms.map((room) => runRoomWorkload(room, { client, history, messagesPerSeat: 8, recvWaitMs: 1000, deadline })));
+    const slow = checkHistory(history);
+    const slowSends = history.operations.filter((o) => o.kind === "send" && o.outcome === "ok").map((o) => o.endedAt - o.startedAt);
+
+    proxy.setLatency(1500);
+    const probes: { status: number; ms: number }[] = [];
+    for (let i = 0; i < 6; i++) {
+      const started = Date.now();
+      const reply = await client.send(rooms[0]!.code, rooms[0]!.a, `slow ${i}`, `slow-${i}`);
+      probes.push({ status: reply.status, ms: Date.now() - started });
+    }
+    proxy.setLatency(0);
+    await sleep(1600); // replies held in the link drain
+    let recoveredSend = 0;
+    for (let i = 0; i < 20 && recoveredSend !== 200; i++, await sleep(100)) recoveredSend = (await client.send(rooms[1]!.code, rooms[1]!.a, "after", "after")).status;
+
+    const figures = {
+      latency300: { acknowledgedSends: slow.acknowledgedSends, lost: slow.lost, duplicates: slow.duplicates, hung: slow.hung, medianSendMs: median(slowSends) },
+      latency1500: { statuses: probes.map((p) => p.status), maxMs: Math.max(...probes.map((p) => p.ms)) },
+      recoveredSend,
+    };
+    console.log(`FIGURES redis-latency ${JSON.stringify(figures)}`);
+    expect(slow.violations).toEqual([]);
+    expect(slow.acknowledgedSends).toBe(3 * 2 * 8);
+    expect(probes.every((p) => p.status === 503 && p.ms < COMMAND_TIMEOUT_MS + 1000)).toBe(true);
+    expect(recoveredSend).toBe(200);
+  }, 90_000);
 });

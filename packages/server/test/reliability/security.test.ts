@@ -24,7 +24,7 @@ async function dumpRedis(url: string, prefix: string): Promise<string> {
       else if (type === "list") dump += JSON.stringify(await redis.lrange(key, 0, -1));
       else if (type === "string") dump += await redis.get(key);
       else if (type === "set") dump += JSON.stringify(await redis.smembers(key));
-      else if (type === "zset") dump += JSON.stringify(await redis.zrange(key, 0, -1));
+      else if (type === "zset") dump += JSON.stringify(await redis.zrange(key, "0", "-1"));
       dump += "\n";
     }
     return dump;

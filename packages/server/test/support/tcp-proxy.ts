@@ -44,10 +44,21 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
     if (blackholed || pair.blackholed) held.push({ to, chunk });
     else if (!to.destroyed) to.write(chunk);
   };
+  // Each direction is a FIFO: a chunk never overtakes an earlier one, even when the
+  // latency is lowered while chunks are in flight (TCP does not reorder bytes).
   const forward = (pair: Pair, from: Socket, to: Socket) => {
+    const queue: { at: number; chunk: Buffer }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const pump = () => {
+      timer = undefined;
+      while (queue.length > 0 && queue[0]!.at <= Date.now()) deliver(pair, to, queue.shift()!.chunk);
+      if (queue.length > 0) timer = setTimeout(pump, queue[0]!.at - Date.now());
+    };
     from.on("data", (chunk: Buffer) => {
-      if (latencyMs > 0) setTimeout(() => deliver(pair, to, chunk), latencyMs);
-      else deliver(pair, to, chunk);
+      if (latencyMs <= 0 && queue.length === 0) return deliver(pair, to, chunk);
+      const after = queue.length > 0 ? queue[queue.length - 1]!.at : 0;
+      queue.push({ at: Math.max(Date.now() + latencyMs, after), chunk });
+      timer ??= setTimeout(pump, Math.max(0, queue[0]!.at - Date.now()));
     });
   };
 
