@@ -4,6 +4,7 @@
 // then counts acknowledged sends lost, duplicates and requests hung past wait + 2 s.
 // DUET_SOAK=1 runs more rooms, messages and kills.
 import { rmSync } from "node:fs";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { checkHistory, History } from "../support/history";
 import { spawnRedis, type SpawnedRedis } from "../support/redis-server";
 import { startTarget, type RelayTarget } from "../support/targets";
@@ -39,6 +40,10 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
 
   it(`loses no acknowledged send, stores none twice and hangs no request across ${KILLS} kills`, async () => {
     const history = new History();
+    // The relay nodes share this process with the clients: a busy event loop delays both,
+    // and shows in the durations the checker measures. Reported beside them.
+    const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+    loopDelay.enable();
     const deadline = Date.now() + (SOAK ? 600_000 : 90_000);
     const rooms = await Promise.all(Array.from({ length: ROOMS }, () => openRoomWithRetry(target.client, deadline)));
     let trafficDone = false;
@@ -61,6 +66,7 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
     // Every kill landed while traffic was flowing.
     expect(trafficDone).toBe(false);
     await traffic;
+    loopDelay.disable();
 
     const result = checkHistory(history);
     const sends = history.operations.filter((o) => o.kind === "send");
@@ -76,6 +82,9 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
       duplicates: result.duplicates,
       redeliveredAfterAck: result.redeliveredAfterAck,
       hungPastWaitPlus2s: result.hung,
+      hungExamples: result.hungExamples,
+      eventLoopDelayP99Ms: Math.round(loopDelay.percentile(99) / 1e6),
+      eventLoopDelayMaxMs: Math.round(loopDelay.max / 1e6),
       unknownOutcomes: result.unknownOutcomes,
       unknownSendsResolvedByRetry: result.unknownResolved,
       status503: history.operations.filter((o) => o.status === 503).length,

@@ -85,6 +85,8 @@ export interface CheckResult {
   redeliveredAfterAck: number;
   /** Requests that took longer than their wait plus hungMarginMs. */
   hung: number;
+  /** The slowest of them (up to 10): kind, status, ms, wait. */
+  hungExamples: string[];
   unknownOutcomes: number;
   /** Unknown sends later resolved to an id by a retry with the same key. */
   unknownResolved: number;
@@ -191,10 +193,12 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   }
 
   // ---- hung requests and unknowns --------------------------------------------------------
-  let hung = 0;
-  for (const op of ops) {
-    if (op.endedAt - op.startedAt > (op.waitMs ?? 0) + margin) hung++;
-  }
+  const hungOps = ops.filter((op) => op.endedAt - op.startedAt > (op.waitMs ?? 0) + margin);
+  const hung = hungOps.length;
+  const hungExamples = hungOps
+    .sort((x, y) => y.endedAt - y.startedAt - (x.endedAt - x.startedAt))
+    .slice(0, 10)
+    .map((op) => `${op.kind} ${op.status}${op.error ? ` ${op.error}` : ""} ${Math.round(op.endedAt - op.startedAt)}ms wait ${op.waitMs ?? 0} at ${Math.round(op.startedAt)}`);
   const unknownSends = ops.filter((o) => o.kind === "send" && o.outcome === "unknown");
   const resolvedKeys = new Set([...idsByKey.keys()]);
   const unknownResolved = unknownSends.filter((o) => o.idempotencyKey !== undefined && resolvedKeys.has(`${o.room}|${o.seat}|${o.idempotencyKey}`)).length;
@@ -206,6 +210,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     duplicates,
     redeliveredAfterAck,
     hung,
+    hungExamples,
     unknownOutcomes: ops.filter((o) => o.outcome === "unknown").length,
     unknownResolved,
     operations: ops.length,
