@@ -16,6 +16,13 @@ export interface RateLimitSettings {
 }
 
 /**
+ * Connections on which a rate-limit count timed out. Their limiters let calls through at
+ * once, counting in the background, until a count comes back: a silent Redis then costs a
+ * request one store timeout, not one more per limiter on its way.
+ */
+const suspended = new WeakSet<object>();
+
+/**
  * The rate-limit store on Redis, failing open: while Redis is unreachable a request is let
  * through (the call itself then answers 503), and the store is rebuilt once Redis is back
  * (rate-limit-redis loads its script once, at construction, and never retries that load).
@@ -25,9 +32,15 @@ export class FailOpenRedisRateLimitStore implements Store {
   private options?: Options;
   readonly localKeys = false;
 
+  /**
+   * @param timeoutMs longest wait for a count before letting the call through (default
+   * 500 ms): a healthy Redis answers in a few ms, and the call itself still answers 503
+   * within the command timeout when Redis is gone.
+   */
   constructor(
     private readonly client: RedisClient,
     readonly prefix: string,
+    private readonly timeoutMs = 500,
   ) {}
 
   init(options: Options): void {
@@ -37,7 +50,9 @@ export class FailOpenRedisRateLimitStore implements Store {
   private current(): Store | undefined {
     if (!this.inner && this.client.status === "ready") {
       this.inner = buildRedisStore(this.client, this.prefix);
-      if (this.options) this.inner.init?.(this.options);
+      // init loads the script; if the connection drops meanwhile, its promise rejects, and
+      // unhandled that would end the process. The next count then fails and rebuilds.
+      if (this.options) Promise.resolve(this.inner.init?.(this.options)).catch(() => undefined);
     }
     return this.inner;
   }
@@ -49,11 +64,24 @@ export class FailOpenRedisRateLimitStore implements Store {
   async increment(key: string): Promise<ClientRateLimitInfo> {
     const store = this.current();
     if (!store) return this.letThrough();
+    const counted = Promise.resolve(store.increment(key));
+    if (suspended.has(this.client)) {
+      counted.then(() => suspended.delete(this.client), () => undefined);
+      return this.letThrough();
+    }
+    counted.catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), this.timeoutMs)));
     try {
-      return await store.increment(key);
+      const result = await Promise.race([counted, timedOut]);
+      if (result !== "timeout") return result;
+      suspended.add(this.client);
+      return this.letThrough();
     } catch {
       this.inner = undefined;
       return this.letThrough();
+    } finally {
+      clearTimeout(timer);
     }
   }
 
