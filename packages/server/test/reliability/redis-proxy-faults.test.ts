@@ -19,7 +19,14 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
   beforeEach(async () => {
     redis = await spawnRedis();
     proxy = await startTcpProxy(redis.port);
-    target = await startTarget("redis-3-nodes", { REDIS_URL: proxy.url, REDIS_COMMAND_TIMEOUT_MS: String(COMMAND_TIMEOUT_MS) });
+    // Rate limits on (counted in Redis, as in production), high enough never to refuse:
+    // their Redis calls are on every request's path too.
+    target = await startTarget("redis-3-nodes", {
+      REDIS_URL: proxy.url,
+      REDIS_COMMAND_TIMEOUT_MS: String(COMMAND_TIMEOUT_MS),
+      RATE_LIMIT_REQUESTS: "1000000",
+      RATE_LIMIT_ROOMS: "1000000",
+    });
   });
   afterEach(async () => {
     proxy?.resume();
@@ -220,8 +227,16 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
 
   it("the relay process survives 200 connection resets in 6 s with 20 recvs waiting, and then delivers to all of them", async () => {
     // Found by this suite: ioredis's autoResubscribe left a rejected SSUBSCRIBE unhandled
-    // when the connection dropped again before confirming it, and Node ended the process.
-    const relay = await startTarget("process", { REDIS_URL: proxy.url, REDIS_COMMAND_TIMEOUT_MS: "1000", WAKE_RECHECK_SECONDS: "2" });
+    // when the connection dropped again before confirming it, and Node ended the process;
+    // so did the rate-limit store's script load.
+    // Rate limits on, as in production: their script loads ride the same flapping connection.
+    const relay = await startTarget("process", {
+      REDIS_URL: proxy.url,
+      REDIS_COMMAND_TIMEOUT_MS: "1000",
+      WAKE_RECHECK_SECONDS: "2",
+      RATE_LIMIT_REQUESTS: "1000000",
+      RATE_LIMIT_ROOMS: "1000000",
+    });
     try {
       const rooms = await Promise.all(Array.from({ length: 20 }, () => relay.client.pairedRoom()));
       const waiting = rooms.map((room) => relay.client.recv(room.code, room.b, 20_000).catch(() => ({ status: 0, body: {} as any })));
