@@ -8,7 +8,7 @@ import { createLogger, type Logger } from "./logger.js";
 import { RedisWakeupBus } from "./realtime/redis-wakeups.js";
 import { FailOpenRedisRateLimitStore } from "./http/rate-limit.js";
 import { MemoryRoomStore } from "./store/memory/memory-store.js";
-import { createCommandClient, createSubscriberClient, type RedisClient } from "./store/redis/connection.js";
+import { createRedisConnections, type RedisClient } from "./store/redis/connection.js";
 import { RedisKeys } from "./store/redis/keys.js";
 import { RedisRoomStore } from "./store/redis/redis-store.js";
 import type { RoomStore } from "./store/room-store.js";
@@ -33,17 +33,16 @@ export function createStore(config: Config): StoreWiring {
   const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs };
   if (!config.redis) return { store: new MemoryRoomStore(lifetimes), connections: [] };
   const keys = new RedisKeys(config.redis.keyPrefix);
-  const client = createCommandClient(config.redis);
-  const subscriber = createSubscriberClient(config.redis);
+  const { commands: client, subscriber } = createRedisConnections(config.redis);
   const store = new RedisRoomStore({
     client,
     wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code)),
     keyPrefix: config.redis.keyPrefix,
     lifetimes,
   });
-  const closeStore = store.close.bind(store);
+  const closeCommands = store.close.bind(store);
   store.close = async () => {
-    await Promise.all([closeStore(), subscriber.quit().catch(() => subscriber.disconnect())]);
+    await Promise.all([closeCommands(), subscriber.quit().catch(() => subscriber.disconnect())]);
   };
   return {
     store,
