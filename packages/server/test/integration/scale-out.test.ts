@@ -130,7 +130,9 @@ describe("Redis connections per node", () => {
 
   it("stays constant from 0 to 1,000 waiting recvs: one command connection and one subscriber", async () => {
     const { client } = target;
-    const idle = await relayConnections();
+    // Both connections are up once the relay is ready and the subscriber has said hello.
+    let idle = await relayConnections();
+    for (const deadline = Date.now() + 10_000; idle < 2 && Date.now() < deadline; idle = await relayConnections()) await new Promise((r) => setTimeout(r, 100));
     const rooms = await Promise.all(Array.from({ length: 1000 }, () => client.pairedRoom()));
     const abort = new AbortController();
     const waiting = rooms.map((room) => client.recv(room.code, room.b, 20_000, { signal: abort.signal }).catch(() => undefined));
