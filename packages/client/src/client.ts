@@ -250,25 +250,39 @@ export class DuetClient {
         throw error;
       }
       const redelivered = messages.filter((m) => handledNotAcked.has(m.id)).map((m) => m.id);
-      if (redelivered.length > 0) {
-        await this.ack(seat, redelivered, retry);
-        redelivered.forEach((id) => handledNotAcked.delete(id));
-      }
+      if (redelivered.length > 0 && !(await this.ackHandled(seat, redelivered, handledNotAcked, retry))) continue;
       for (const message of messages) {
-        if (handledNotAcked.has(message.id) || redelivered.includes(message.id)) continue;
+        if (redelivered.includes(message.id)) continue;
         if (signal?.aborted || (maxMessages !== undefined && handled >= maxMessages)) break;
         await handle(message);
         handled++;
         handledNotAcked.add(message.id);
-        // Deliberately not cancelled by `signal`: the message was handled, so its receipt should land.
-        await this.ack(seat, [message.id], retry);
-        handledNotAcked.delete(message.id);
+        // The rest of this batch comes back with the next recv, after the lost ack is retried.
+        if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
       }
     }
     return { handled };
   }
 
   // ---- plumbing -----------------------------------------------------------------------
+
+  /**
+   * Acks handled messages for receiveLoop. Deliberately not cancelled by the loop's signal:
+   * the messages were handled, so their receipt should land. A transient failure that
+   * outlasts the retry budget is not fatal: the ids stay in `handledNotAcked`, the next
+   * recv returns them, and they are acked then without being handed again. Returns
+   * whether the ack landed.
+   */
+  private async ackHandled(seat: SeatCredentials, ids: string[], handledNotAcked: Set<string>, retry: CallOptions): Promise<boolean> {
+    try {
+      await this.ack(seat, ids, retry);
+    } catch (error) {
+      if (error instanceof DuetError && (isTransient(error) || error.code === "rate_limited")) return false;
+      throw error;
+    }
+    ids.forEach((id) => handledNotAcked.delete(id));
+    return true;
+  }
 
   /**
    * Runs `attempt` until it succeeds, the budget runs out or the caller aborts. Refusals

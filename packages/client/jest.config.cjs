@@ -1,0 +1,9 @@
+// Jest for @duet/client: unit tests, and end-to-end tests against the real server (built
+// by the global setup when its dist is missing or older than its sources).
+module.exports = {
+  testEnvironment: "node",
+  roots: ["<rootDir>/test"],
+  transform: { "^.+\\.ts$": ["@swc/jest", { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } }] },
+  moduleNameMapper: { "^(\\.{1,2}/.*)\\.js$": "$1" },
+  testTimeout: 30_000,
+};
