@@ -1,0 +1,101 @@
+// createApp(deps): the Express application, built from its dependencies and never
+// listening by itself (main.ts does that), so tests can build as many as they like.
+import express, { type Express, type Request, type RequestHandler } from "express";
+import helmet from "helmet";
+import { buildOpenApiDocument, normalizeRoomCode, type StatsResponse } from "@duet/protocol";
+import type { Config } from "./config.js";
+import { apiError } from "./errors.js";
+import type { Logger } from "./logger.js";
+import { WaitingRecvs } from "./realtime/wait-for-messages.js";
+import type { RoomStore } from "./store/room-store.js";
+import { errorHandler } from "./http/error-handler.js";
+import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";
+import { rateLimiter } from "./http/rate-limit.js";
+import { renderRecipe } from "./http/recipe.js";
+import { requestLog } from "./http/request-log.js";
+import { ROOM_ENDPOINTS, roomRoutes } from "./http/room-routes.js";
+import { userAgentPolicy } from "./http/user-agent.js";
+import type { Store } from "express-rate-limit";
+
+export interface AppDeps {
+  config: Config;
+  store: RoomStore;
+  logger: Logger;
+  /** Where rate-limit counts live (Redis when on Redis); in memory when absent. */
+  rateLimitStores?: { requests: Store; rooms: Store };
+  /** Set by main on SIGTERM: readiness turns false. */
+  isShuttingDown?: () => boolean;
+}
+
+export interface DuetApp extends Express {
+  /** Every waiting recv of this app, for shutdown. */
+  locals: Express["locals"] & { waitingRecvs: WaitingRecvs };
+}
+
+export function createApp(deps: AppDeps): DuetApp {
+  const { config, store, logger } = deps;
+  const app = express() as DuetApp;
+  const waitingRecvs = new WaitingRecvs(store);
+  app.locals.waitingRecvs = waitingRecvs;
+
+  app.disable("x-powered-by");
+  // ETags on JSON answers that change every call only cost hashing.
+  app.set("etag", false);
+  app.set("trust proxy", config.trustProxy);
+  app.set("query parser", "simple");
+
+  const baseUrl = (req: Request) => config.publicUrl ?? `${req.protocol}://${req.host}`;
+
+  app.use(requestLog(logger));
+  app.use(helmet());
+
+  // ---- public: any User-Agent ----------------------------------------------------------
+  const publicLimiter = rateLimiter({ name: "requests", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.requestsPerWindow }, deps.rateLimitStores?.requests);
+
+  app.get("/healthz", (_req, res) => void res.json({ ok: true }));
+  app.get("/readyz", async (_req, res) => {
+    const ready = !deps.isShuttingDown?.() && (await store.isReady());
+    res.status(ready ? 200 : 503).json({ ready });
+  });
+  app.get("/v1/api", (req, res) => {
+    res.type("text/markdown; charset=utf-8").send(
+      renderRecipe({ baseUrl: baseUrl(req), idleMinutes: config.roomIdleMs / 60_000, maxMinutes: config.roomMaxMs / 60_000 }),
+    );
+  });
+  app.get("/v1/openapi.json", (req, res) => void res.json(buildOpenApiDocument(baseUrl(req))));
+  app.get("/v1/stats", publicLimiter, async (_req, res, next) => {
+    try {
+      const stats: StatsResponse = await store.getStats();
+      res.json(stats);
+    } catch (error) {
+      next(error);
+    }
+  });
+  app.get("/join/:code", (req, res, next) => {
+    const code = normalizeRoomCode(req.params.code);
+    if (!code) return next(apiError("not_found", "This is not a duet room code."));
+    res.vary("Accept");
+    if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderJoinHtml(baseUrl(req), code));
+    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(baseUrl(req), code));
+  });
+
+  // ---- room endpoints: User-Agent policy, then rate limits -----------------------------
+  const roomPaths = Object.keys(ROOM_ENDPOINTS);
+  app.use(roomPaths, userAgentPolicy(config.userAgentPolicy), publicLimiter);
+  const roomLimiter: RequestHandler = rateLimiter(
+    { name: "rooms", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.roomsPerWindow },
+    deps.rateLimitStores?.rooms,
+  );
+  app.use(roomRoutes({ store, waitingRecvs, baseUrl, wakeRecheckMs: config.wakeRecheckMs, roomLimiter }));
+
+  // ---- everything else -----------------------------------------------------------------
+  for (const [path, method] of Object.entries(ROOM_ENDPOINTS)) {
+    app.all(path, (_req, res, next) => {
+      res.set("Allow", method === "GET" ? "GET, HEAD" : method);
+      next(apiError("method_not_allowed", `Use ${method} ${path}.`));
+    });
+  }
+  app.use((_req, _res, next) => next(apiError("not_found", "No such endpoint. The API is described at GET /v1/api.")));
+  app.use(errorHandler(logger));
+  return app;
+}

@@ -1,0 +1,21 @@
+// The one error middleware: every failure becomes {"error","message"} with the catalogue's
+// status. Unknown failures are 500 internal, logged here and never described to clients.
+import type { ErrorRequestHandler } from "express";
+import { ApiError, apiError } from "../errors.js";
+import type { Logger } from "../logger.js";
+import { bodyParserError } from "./body.js";
+
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (error, req, res, _next) => {
+    let failure = error instanceof ApiError ? error : bodyParserError(error);
+    if (!failure) {
+      logger.error({ err: error, method: req.method, route: req.route?.path }, "internal error");
+      failure = apiError("internal");
+    }
+    if (res.headersSent) return void res.destroy();
+    // Every 429 and 503 says when to come back (decisions.md).
+    const retryAfter = failure.retryAfterSeconds ?? (failure.status === 429 || failure.status === 503 ? 1 : undefined);
+    if (retryAfter !== undefined) res.set("Retry-After", String(retryAfter));
+    res.status(failure.status).json({ error: failure.code, message: failure.message });
+  };
+}

@@ -1,0 +1,25 @@
+// Structured logs: one JSON line per event (pino). Tokens never reach a log line: requests
+// are logged by route pattern and status only, never their URL, headers or body, and
+// errors by type and message only (an ioredis error carries its command's arguments).
+import pino, { type Logger } from "pino";
+
+export type { Logger };
+
+export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: undefined,
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+      serializers: { err: safeError },
+    },
+    destination,
+  );
+}
+
+/** An error as it may be logged: its type, message and stack, no attached data. */
+export function safeError(error: unknown): Record<string, unknown> {
+  if (!(error instanceof Error)) return { type: typeof error, message: String(error) };
+  return { type: error.name, message: error.message, stack: error.stack };
+}

@@ -1,0 +1,121 @@
+// The relay process: read the configuration, connect the store, listen, and shut down
+// gracefully on SIGTERM/SIGINT.
+import type { Server } from "node:http";
+import type { Store } from "express-rate-limit";
+import { createApp } from "./app.js";
+import { ConfigError, loadConfig, type Config } from "./config.js";
+import { createLogger, type Logger } from "./logger.js";
+import { RedisWakeupBus } from "./realtime/redis-wakeups.js";
+import { FailOpenRedisRateLimitStore } from "./http/rate-limit.js";
+import { MemoryRoomStore } from "./store/memory/memory-store.js";
+import { createCommandClient, createSubscriberClient } from "./store/redis/connection.js";
+import { RedisKeys } from "./store/redis/keys.js";
+import { RedisRoomStore } from "./store/redis/redis-store.js";
+import type { RoomStore } from "./store/room-store.js";
+
+export interface RunningRelay {
+  server: Server;
+  url: string;
+  store: RoomStore;
+  /** Graceful stop: readiness off, answer waiting recvs, finish in-flight requests, close. */
+  shutdown(): Promise<void>;
+}
+
+/** Builds the store the configuration asks for: Redis when configured, else in-process. */
+export function createStore(config: Config, logger: Logger): { store: RoomStore; rateLimitStores?: { requests: Store; rooms: Store } } {
+  const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs };
+  if (!config.redis) return { store: new MemoryRoomStore(lifetimes) };
+  const keys = new RedisKeys(config.redis.keyPrefix);
+  const client = createCommandClient(config.redis);
+  const subscriber = createSubscriberClient(config.redis);
+  // Connection trouble is logged once per state change, not per failed command.
+  for (const [name, connection] of [["commands", client], ["subscriber", subscriber]] as const) {
+    connection.on("error", (error: Error) => logger.warn({ connection: name, err: error }, "redis connection error"));
+    connection.on("ready", () => logger.info({ connection: name }, "redis ready"));
+  }
+  const store = new RedisRoomStore({
+    client,
+    wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code)),
+    keyPrefix: config.redis.keyPrefix,
+    lifetimes,
+  });
+  const closeStore = store.close.bind(store);
+  store.close = async () => {
+    await Promise.all([closeStore(), subscriber.quit().catch(() => subscriber.disconnect())]);
+  };
+  return {
+    store,
+    rateLimitStores: {
+      requests: new FailOpenRedisRateLimitStore(client, keys.rateLimit("requests")),
+      rooms: new FailOpenRedisRateLimitStore(client, keys.rateLimit("rooms")),
+    },
+  };
+}
+
+export async function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
+  const { store, rateLimitStores } = createStore(config, logger);
+  let shuttingDown = false;
+  const app = createApp({ config, store, logger, rateLimitStores, isShuttingDown: () => shuttingDown });
+  const server = app.listen(config.port, config.host);
+  await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
+  // Above the load balancer's idle timeout, so the balancer closes idle connections first.
+  server.keepAliveTimeout = config.keepAliveTimeoutMs;
+  server.headersTimeout = Math.min(20_000, config.keepAliveTimeoutMs + 1000);
+  // A 13 MiB body must not trickle in for the default five minutes.
+  server.requestTimeout = 60_000;
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : config.port;
+  const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+  const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}`;
+
+  const shutdown = async () => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    logger.info({ waitingRecvs: app.locals.waitingRecvs.size }, "shutting down");
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    app.locals.waitingRecvs.drain();
+    server.closeIdleConnections();
+    const drained = await Promise.race([
+      closed.then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), config.shutdownDrainMs).unref()),
+    ]);
+    if (!drained) server.closeAllConnections();
+    await store.close();
+    logger.info({ drained }, "stopped");
+  };
+  return { server, url, store, shutdown };
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig(process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`duet: ${error.message}\n`);
+      process.exit(78); // EX_CONFIG
+    }
+    throw error;
+  }
+  const logger = createLogger(config.logLevel);
+  const relay = await startRelay(config, logger);
+  logger.info({ url: relay.url, store: relay.store.kind }, "listening");
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.once(signal, () => {
+      relay.shutdown().then(
+        () => process.exit(0),
+        (error) => {
+          logger.error({ err: error }, "shutdown failed");
+          process.exit(1);
+        },
+      );
+    });
+  }
+}
+
+if (require.main === module) {
+  main().catch((error) => {
+    process.stderr.write(`duet: failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  });
+}

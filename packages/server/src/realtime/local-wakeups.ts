@@ -1,0 +1,23 @@
+// Wake-ups inside one process, for the in-process store.
+import type { WakeEvent, WakeupBus } from "../store/room-store.js";
+
+type Listener = (event: WakeEvent) => void;
+
+export class LocalWakeupBus implements WakeupBus {
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  async watch(code: string, listener: Listener): Promise<() => void> {
+    let set = this.listeners.get(code);
+    if (!set) this.listeners.set(code, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.listeners.get(code) === set) this.listeners.delete(code);
+    };
+  }
+
+  publish(code: string, event: WakeEvent): void {
+    const set = this.listeners.get(code);
+    if (set) for (const listener of [...set]) listener(event);
+  }
+}

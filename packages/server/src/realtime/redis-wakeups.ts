@@ -1,0 +1,83 @@
+// Cross-node wake-ups over Redis sharded pub/sub. One subscriber connection per node; a
+// room's channel is subscribed when the room gets its first local waiter and unsubscribed
+// after its last (reference-counted). A message is only a wake-up: waiters re-read Redis.
+import { Redis, type Cluster } from "ioredis";
+import { setTimeout as delay } from "node:timers/promises";
+import { apiError } from "../errors.js";
+import type { WakeEvent, WakeupBus } from "../store/room-store.js";
+
+type Listener = (event: WakeEvent) => void;
+
+interface Subscription {
+  listeners: Set<Listener>;
+  confirmed: Promise<unknown>;
+}
+
+export class RedisWakeupBus implements WakeupBus {
+  private readonly subscriptions = new Map<string, Subscription>();
+  private connectedOnce = false;
+
+  constructor(
+    private readonly subscriber: Redis | Cluster,
+    private readonly channelOf: (code: string) => string,
+  ) {
+    subscriber.on("smessage", (channel: string, message: string) => this.deliver(channel, message as WakeEvent));
+    // After a reconnect, wake-ups sent while we were away are lost: every waiter re-reads.
+    subscriber.on("ready", () => {
+      if (this.connectedOnce) void this.afterResubscribe().then(() => this.resyncAll());
+      this.connectedOnce = true;
+    });
+  }
+
+  /** Channels this node is subscribed to right now (for tests and metrics). */
+  get channelCount(): number {
+    return this.subscriptions.size;
+  }
+
+  async watch(code: string, listener: Listener): Promise<() => void> {
+    const channel = this.channelOf(code);
+    let subscription = this.subscriptions.get(channel);
+    if (!subscription) {
+      subscription = { listeners: new Set(), confirmed: this.subscriber.ssubscribe(channel) };
+      this.subscriptions.set(channel, subscription);
+    }
+    subscription.listeners.add(listener);
+    const stop = () => this.unwatch(channel, subscription, listener);
+    try {
+      await subscription.confirmed;
+    } catch {
+      stop();
+      const unavailable = apiError("unavailable");
+      unavailable.retryAfterSeconds = 1;
+      throw unavailable;
+    }
+    return stop;
+  }
+
+  private unwatch(channel: string, subscription: Subscription, listener: Listener): void {
+    if (!subscription.listeners.delete(listener) || subscription.listeners.size > 0) return;
+    if (this.subscriptions.get(channel) !== subscription) return;
+    this.subscriptions.delete(channel);
+    // Commands on one connection run in order, so a later SSUBSCRIBE of the same channel
+    // lands after this SUNSUBSCRIBE and wins.
+    this.subscriber.sunsubscribe(channel).catch(() => undefined);
+  }
+
+  private deliver(channel: string, event: WakeEvent): void {
+    const subscription = this.subscriptions.get(channel);
+    if (!subscription) return;
+    for (const listener of [...subscription.listeners]) listener(event);
+  }
+
+  // ioredis re-sends the subscriptions when it reconnects; a PING queued behind them answers
+  // once they are confirmed, so a re-read after it cannot miss a send. (A cluster's shard
+  // subscribers have no such handle: a short pause, then the safety re-check covers the rest.)
+  private async afterResubscribe(): Promise<void> {
+    if (this.subscriber instanceof Redis) await this.subscriber.ping().catch(() => undefined);
+    else await delay(500);
+  }
+
+  private resyncAll(): void {
+    for (const subscription of this.subscriptions.values()) for (const listener of [...subscription.listeners]) listener("resync");
+  }
+}

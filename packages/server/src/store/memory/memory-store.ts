@@ -1,0 +1,206 @@
+// The in-process store: the same behaviour as the Redis store, in one process's memory.
+// Used when REDIS_URL is not set, so `pnpm start` works on a fresh machine.
+import {
+  MAX_PENDING_BYTES,
+  MAX_PENDING_MESSAGES,
+  PEER_ACTIVE_WINDOW_MS,
+  type Message,
+  type Seat,
+  type StatsResponse,
+} from "@duet/protocol";
+import { apiError } from "../../errors.js";
+import { LocalWakeupBus } from "../../realtime/local-wakeups.js";
+import { hashSeatToken, mintRoomCode, mintSeatToken, tokenHashesEqual } from "../credentials.js";
+import type { InboxSnapshot, RoomLifetimes, RoomStatus, RoomStore, SeatCredentials, SeatGrant, SendInput } from "../room-store.js";
+
+interface StoredMessage {
+  id: string;
+  text: string;
+  bytes: number;
+}
+
+interface Room {
+  tokenHashes: { a: string; b?: string };
+  hardDeadline: number;
+  expiresAt: number;
+  lastSeen: { a: number; b?: number };
+  nextId: number;
+  inbox: { a: StoredMessage[]; b: StoredMessage[] };
+  pendingBytes: number;
+  /** "<seat>:<key>" -> id and text digest of the send that first used the key. */
+  idempotency: Map<string, { id: string; digest: string }>;
+}
+
+const peerOf = (seat: Seat): Seat => (seat === "a" ? "b" : "a");
+
+export class MemoryRoomStore implements RoomStore {
+  readonly kind = "memory" as const;
+  readonly wakeups = new LocalWakeupBus();
+  private readonly rooms = new Map<string, Room>();
+  private readonly tally = { sessions: 0, paired: 0, messages: 0, bytes: 0 };
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly lifetimes: RoomLifetimes,
+    private readonly now: () => number = Date.now,
+  ) {
+    // Expired rooms are also dropped on access; the sweep only frees their memory.
+    this.sweeper = setInterval(() => this.sweep(), 10_000);
+    this.sweeper.unref();
+  }
+
+  private sweep(): void {
+    for (const [code, room] of this.rooms) if (room.expiresAt <= this.now()) this.endRoom(code);
+  }
+
+  private endRoom(code: string): void {
+    this.rooms.delete(code);
+    this.wakeups.publish(code, "closed");
+  }
+
+  private liveRoom(code: string): Room {
+    const room = this.rooms.get(code);
+    if (!room) throw apiError("not_found");
+    if (room.expiresAt <= this.now()) {
+      this.endRoom(code);
+      throw apiError("not_found");
+    }
+    return room;
+  }
+
+  private authenticate({ code, tokenHash }: SeatCredentials): { room: Room; seat: Seat } {
+    const room = this.liveRoom(code);
+    if (tokenHashesEqual(room.tokenHashes.a, tokenHash)) return { room, seat: "a" };
+    if (room.tokenHashes.b !== undefined && tokenHashesEqual(room.tokenHashes.b, tokenHash)) return { room, seat: "b" };
+    throw apiError("unauthorized", "This token does not hold a seat in this room.");
+  }
+
+  private touch(room: Room, seat: Seat): void {
+    const now = this.now();
+    room.lastSeen[seat] = now;
+    room.expiresAt = Math.min(now + this.lifetimes.idleMs, room.hardDeadline);
+  }
+
+  private expiresIn(room: Room): number {
+    return Math.max(0, room.expiresAt - this.now());
+  }
+
+  async openRoom(): Promise<SeatGrant> {
+    let code = mintRoomCode();
+    while (this.rooms.has(code)) code = mintRoomCode();
+    const token = mintSeatToken();
+    const now = this.now();
+    const hardDeadline = now + this.lifetimes.maxMs;
+    this.rooms.set(code, {
+      tokenHashes: { a: hashSeatToken(token) },
+      hardDeadline,
+      expiresAt: Math.min(now + this.lifetimes.idleMs, hardDeadline),
+      lastSeen: { a: now },
+      nextId: 1,
+      inbox: { a: [], b: [] },
+      pendingBytes: 0,
+      idempotency: new Map(),
+    });
+    this.tally.sessions++;
+    return { code, seat: "a", token, expiresInMs: this.expiresIn(this.rooms.get(code)!) };
+  }
+
+  async joinRoom(code: string): Promise<SeatGrant> {
+    const room = this.liveRoom(code);
+    if (room.tokenHashes.b !== undefined) throw apiError("full");
+    const token = mintSeatToken();
+    room.tokenHashes.b = hashSeatToken(token);
+    this.touch(room, "b");
+    this.tally.paired++;
+    return { code, seat: "b", token, expiresInMs: this.expiresIn(room) };
+  }
+
+  async sendMessage(input: SendInput): Promise<{ id: string }> {
+    const { room, seat } = this.authenticate(input);
+    this.touch(room, seat);
+    const keyField = input.idempotencyKey === undefined ? undefined : `${seat}:${input.idempotencyKey}`;
+    if (keyField !== undefined) {
+      const earlier = room.idempotency.get(keyField);
+      if (earlier) {
+        if (earlier.digest === input.textDigest) return { id: earlier.id };
+        throw apiError("idempotency_conflict");
+      }
+    }
+    const bytes = Buffer.byteLength(input.text, "utf8");
+    const pending = room.inbox.a.length + room.inbox.b.length;
+    if (pending >= MAX_PENDING_MESSAGES || room.pendingBytes + bytes > MAX_PENDING_BYTES) throw apiError("mailbox_full");
+    const id = String(room.nextId++);
+    const recipient = peerOf(seat);
+    room.inbox[recipient].push({ id, text: input.text, bytes });
+    room.pendingBytes += bytes;
+    if (keyField !== undefined) room.idempotency.set(keyField, { id, digest: input.textDigest ?? "" });
+    this.tally.messages++;
+    this.tally.bytes += bytes;
+    this.wakeups.publish(input.code, recipient);
+    return { id };
+  }
+
+  async readInbox(credentials: SeatCredentials, touch: boolean): Promise<InboxSnapshot> {
+    const { room, seat } = this.authenticate(credentials);
+    if (touch) this.touch(room, seat);
+    const from = peerOf(seat);
+    const messages: Message[] = room.inbox[seat].map(({ id, text }) => ({ id, from, text }));
+    return { seat, messages, expiresInMs: this.expiresIn(room) };
+  }
+
+  async ackMessages(credentials: SeatCredentials, ids: string[]): Promise<{ acked: number }> {
+    const { room, seat } = this.authenticate(credentials);
+    this.touch(room, seat);
+    const wanted = new Set(ids);
+    const kept: StoredMessage[] = [];
+    let acked = 0;
+    for (const message of room.inbox[seat]) {
+      if (wanted.has(message.id)) {
+        acked++;
+        room.pendingBytes -= message.bytes;
+      } else {
+        kept.push(message);
+      }
+    }
+    room.inbox[seat] = kept;
+    return { acked };
+  }
+
+  async getStatus(credentials: SeatCredentials): Promise<RoomStatus> {
+    const { room, seat } = this.authenticate(credentials);
+    this.touch(room, seat);
+    const peer = peerOf(seat);
+    const peerJoined = room.tokenHashes.b !== undefined;
+    const peerSeen = room.lastSeen[peer];
+    return {
+      seat,
+      members: peerJoined ? ["a", "b"] : ["a"],
+      expiresInMs: this.expiresIn(room),
+      peerJoined,
+      peerActive: peerSeen !== undefined && this.now() - peerSeen < PEER_ACTIVE_WINDOW_MS,
+      pendingIn: room.inbox[seat].length,
+      pendingOut: room.inbox[peer].length,
+    };
+  }
+
+  async closeRoom(credentials: SeatCredentials, force: boolean): Promise<void> {
+    const { room, seat } = this.authenticate(credentials);
+    if (!force && room.inbox.a.length + room.inbox.b.length > 0) {
+      this.touch(room, seat);
+      throw apiError("unread");
+    }
+    this.endRoom(credentials.code);
+  }
+
+  async getStats(): Promise<StatsResponse> {
+    return { ...this.tally };
+  }
+
+  async isReady(): Promise<boolean> {
+    return true;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+  }
+}

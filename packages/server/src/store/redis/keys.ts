@@ -1,0 +1,52 @@
+// The one place that names Redis keys and channels.
+//
+// A room's keys share the hash tag made of its code's first two characters, so in a Redis
+// Cluster they live in one slot (one Lua script can touch them all) while rooms spread over
+// 1,024 tags. The public tally is split the same way: each tag has its own counters hash,
+// in the same slot as its rooms, so a send updates the tally inside its own script and no
+// single key takes every write.
+import { CODE_ALPHABET } from "@duet/protocol";
+
+export type RoomKeys = [room: string, inboxA: string, inboxB: string, bodies: string, idempotency: string];
+
+export class RedisKeys {
+  constructor(readonly prefix: string) {}
+
+  private tag(code: string): string {
+    return `{${code.slice(0, 2)}}`;
+  }
+
+  /** The room's five keys, in the order every seat script expects them (KEYS[1..5]). */
+  room(code: string): RoomKeys {
+    const base = `${this.prefix}${this.tag(code)}:${code}`;
+    return [`${base}:room`, `${base}:inbox:a`, `${base}:inbox:b`, `${base}:bodies`, `${base}:idem`];
+  }
+
+  /** Tally counters for the rooms that share this code's tag. */
+  tallyFor(code: string): string {
+    return `${this.prefix}${this.tag(code)}:tally`;
+  }
+
+  /** Every tally hash: one per tag. */
+  allTallies(): string[] {
+    const keys: string[] = [];
+    for (const first of CODE_ALPHABET) for (const second of CODE_ALPHABET) keys.push(`${this.prefix}{${first}${second}}:tally`);
+    return keys;
+  }
+
+  /** Sharded pub/sub channel that wakes the room's waiting recvs (same slot as its keys). */
+  wakeChannel(code: string): string {
+    return `${this.prefix}${this.tag(code)}:${code}:wake`;
+  }
+
+  /** Prefix of the rate limiter's keys. */
+  rateLimit(name: string): string {
+    return `${this.prefix}rl:${name}:`;
+  }
+
+  /** The room code a wake channel belongs to. */
+  codeOfWakeChannel(channel: string): string | undefined {
+    const match = /:([0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}):wake$/.exec(channel);
+    return match?.[1];
+  }
+}

@@ -1,0 +1,42 @@
+-- Shared by every script that acts for a seat. Expects the room's keys in this order:
+-- KEYS[1] room hash, KEYS[2] inbox of a, KEYS[3] inbox of b, KEYS[4] bodies hash,
+-- KEYS[5] idempotency hash. Status codes: -404 room gone, -401 wrong token.
+
+-- Redis server time, in milliseconds: every node of the relay sees the same clock.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The caller's seat for a token hash, or nil and a status code.
+local function seat_of(token_hash)
+  local tokens = redis.call('HMGET', KEYS[1], 'ta', 'tb')
+  if not tokens[1] then return nil, -404 end
+  if tokens[1] == token_hash then return 'a' end
+  if tokens[2] == token_hash then return 'b' end
+  return nil, -401
+end
+
+local function inbox_of(seat)
+  if seat == 'a' then return KEYS[2] end
+  return KEYS[3]
+end
+
+local function peer_of(seat)
+  if seat == 'a' then return 'b' end
+  return 'a'
+end
+
+-- Activity: records the seat as seen and moves the idle deadline, never past the hard cap.
+-- Returns the new expiry time; expire_room applies it once the script's writes are done.
+local function touch(seat, now, idle_ms)
+  local hard = tonumber(redis.call('HGET', KEYS[1], 'hard'))
+  redis.call('HSET', KEYS[1], 'seen_' .. seat, now)
+  return math.min(now + idle_ms, hard)
+end
+
+-- Every key of the room dies at the same instant (a list emptied and refilled loses its TTL,
+-- so this runs after the writes).
+local function expire_room(expires_at)
+  for i = 1, 5 do redis.call('PEXPIREAT', KEYS[i], expires_at) end
+end

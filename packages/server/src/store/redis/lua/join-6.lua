@@ -1,0 +1,14 @@
+-- join: claims seat b.
+-- KEYS[1..5] the room's keys (see includes/seat.lua), KEYS[6] tally hash of the room's slot
+-- ARGV[1] token hash of seat b, ARGV[2] idle lifetime ms
+-- Returns: ms until the room expires, -404 no such room, -409 both seats taken.
+--!include seat.lua
+local tokens = redis.call('HMGET', KEYS[1], 'ta', 'tb')
+if not tokens[1] then return -404 end
+if tokens[2] then return -409 end
+local now = now_ms()
+redis.call('HSET', KEYS[1], 'tb', ARGV[1])
+local expires_at = touch('b', now, tonumber(ARGV[2]))
+expire_room(expires_at)
+redis.call('HINCRBY', KEYS[6], 'paired', 1)
+return expires_at - now

@@ -1,0 +1,27 @@
+-- recv: reads the caller's pending messages, oldest first, without consuming them.
+-- KEYS[1..5] the room's keys (see includes/seat.lua)
+-- ARGV[1] token hash, ARGV[2] idle lifetime ms, ARGV[3] '1' counts as activity, '0' is a
+-- re-read by a waiting recv (which must not keep an idle room alive)
+-- Returns: {seat, ms until expiry, id1, text1, id2, text2, ...}, or {-404} / {-401}.
+--!include seat.lua
+local seat, failure = seat_of(ARGV[1])
+if not seat then return {failure} end
+local now = now_ms()
+local expires_in
+if ARGV[3] == '1' then
+  local expires_at = touch(seat, now, tonumber(ARGV[2]))
+  expire_room(expires_at)
+  expires_in = expires_at - now
+else
+  expires_in = redis.call('PTTL', KEYS[1])
+end
+local reply = {seat, expires_in}
+local ids = redis.call('LRANGE', inbox_of(seat), 0, -1)
+if #ids > 0 then
+  local texts = redis.call('HMGET', KEYS[4], unpack(ids))
+  for i = 1, #ids do
+    reply[#reply + 1] = ids[i]
+    reply[#reply + 1] = texts[i]
+  end
+end
+return reply

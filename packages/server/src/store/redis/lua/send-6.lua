@@ -1,0 +1,44 @@
+-- send: appends a text to the peer's inbox and wakes its waiting recv, atomically.
+-- KEYS[1..5] the room's keys (see includes/seat.lua), KEYS[6] tally hash of the room's slot
+-- ARGV[1] token hash, ARGV[2] idle lifetime ms, ARGV[3] text,
+-- ARGV[4] idempotency key ('' for none), ARGV[5] digest of the text ('' for none),
+-- ARGV[6] most pending messages, ARGV[7] most pending bytes, ARGV[8] wake channel
+-- Returns: {0, id, ms until expiry} accepted, {1, id, ms} replay of an earlier send with
+-- the same key and text; {-404} no room, {-401} wrong token, {-409} key reused with another
+-- text, {-429} mailbox full. A refused send stores nothing, so its retry may succeed.
+--!include seat.lua
+local seat, failure = seat_of(ARGV[1])
+if not seat then return {failure} end
+local now = now_ms()
+local expires_at = touch(seat, now, tonumber(ARGV[2]))
+local text = ARGV[3]
+local key_field = nil
+if ARGV[4] ~= '' then
+  -- The key is checked before the mailbox: a retry of an accepted send must get its id
+  -- back even when the mailbox has filled up since.
+  key_field = seat .. ':' .. ARGV[4]
+  local earlier = redis.call('HGET', KEYS[5], key_field)
+  if earlier then
+    local sep = string.find(earlier, ' ', 1, true)
+    expire_room(expires_at)
+    if string.sub(earlier, sep + 1) == ARGV[5] then return {1, string.sub(earlier, 1, sep - 1), expires_at - now} end
+    return {-409}
+  end
+end
+local pending = redis.call('LLEN', KEYS[2]) + redis.call('LLEN', KEYS[3])
+local pending_bytes = tonumber(redis.call('HGET', KEYS[1], 'bytes'))
+if pending >= tonumber(ARGV[6]) or pending_bytes + #text > tonumber(ARGV[7]) then
+  expire_room(expires_at)
+  return {-429}
+end
+local id = tostring(redis.call('HINCRBY', KEYS[1], 'seq', 1))
+local recipient = peer_of(seat)
+redis.call('HSET', KEYS[4], id, text)
+redis.call('RPUSH', inbox_of(recipient), id)
+redis.call('HINCRBY', KEYS[1], 'bytes', #text)
+if key_field then redis.call('HSET', KEYS[5], key_field, id .. ' ' .. ARGV[5]) end
+expire_room(expires_at)
+redis.call('HINCRBY', KEYS[6], 'messages', 1)
+redis.call('HINCRBY', KEYS[6], 'bytes', #text)
+redis.call('SPUBLISH', ARGV[8], recipient)
+return {0, id, expires_at - now}

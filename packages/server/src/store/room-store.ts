@@ -1,0 +1,78 @@
+// The store interface. The HTTP layer talks only to this; the Redis store and the
+// in-process store both implement it and pass one behaviour suite.
+import type { Message, Seat, StatsResponse } from "@duet/protocol";
+
+/** What a seat's holder proves it is: the SHA-256 of its token, never the token. */
+export interface SeatCredentials {
+  code: string;
+  tokenHash: string;
+}
+
+export interface SeatGrant {
+  code: string;
+  seat: Seat;
+  /** The only place a token exists in clear: handed once to the caller, stored hashed. */
+  token: string;
+  expiresInMs: number;
+}
+
+export interface InboxSnapshot {
+  seat: Seat;
+  messages: Message[];
+  expiresInMs: number;
+}
+
+export interface RoomStatus {
+  seat: Seat;
+  members: Seat[];
+  expiresInMs: number;
+  peerJoined: boolean;
+  peerActive: boolean;
+  pendingIn: number;
+  pendingOut: number;
+}
+
+export interface SendInput extends SeatCredentials {
+  text: string;
+  idempotencyKey?: string;
+  /** Digest of text, present with idempotencyKey: a reused key is compared by it. */
+  textDigest?: string;
+}
+
+/**
+ * A wake-up: the seat that has new mail ("a" or "b"), "closed" when the room ended, or
+ * "resync" when wake-ups may have been missed (every waiter re-reads its inbox).
+ */
+export type WakeEvent = Seat | "closed" | "resync";
+
+export interface WakeupBus {
+  /**
+   * Calls listener on every wake-up for the room. Resolves once wake-ups are flowing (on
+   * Redis: the subscription is confirmed), so a check made after it cannot miss a send.
+   * Returns the function that stops listening.
+   */
+  watch(code: string, listener: (event: WakeEvent) => void): Promise<() => void>;
+}
+
+export interface RoomStore {
+  readonly kind: "memory" | "redis";
+  readonly wakeups: WakeupBus;
+  openRoom(): Promise<SeatGrant>;
+  joinRoom(code: string): Promise<SeatGrant>;
+  sendMessage(input: SendInput): Promise<{ id: string }>;
+  /** Pending messages for the caller; touch=false re-reads without counting as activity. */
+  readInbox(seat: SeatCredentials, touch: boolean): Promise<InboxSnapshot>;
+  ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }>;
+  getStatus(seat: SeatCredentials): Promise<RoomStatus>;
+  closeRoom(seat: SeatCredentials, force: boolean): Promise<void>;
+  getStats(): Promise<StatsResponse>;
+  /** True when the store answers (readiness). */
+  isReady(): Promise<boolean>;
+  /** Releases connections and timers. */
+  close(): Promise<void>;
+}
+
+export interface RoomLifetimes {
+  idleMs: number;
+  maxMs: number;
+}

@@ -1,0 +1,23 @@
+// Jest globalSetup: one Redis for the whole run. REDIS_URL if set; else a redis-server
+// spawned from PATH on a free port; else a testcontainers Redis (needs Docker).
+import { spawnRedis, which } from "./redis-server";
+
+declare global {
+  var __TEST_REDIS_STOP__: (() => Promise<void>) | undefined;
+}
+
+async function startContainer() {
+  const { RedisContainer } = await import("@testcontainers/redis");
+  const container = await new RedisContainer("redis:7-alpine").start();
+  return { url: container.getConnectionUrl(), stop: async () => void (await container.stop()) };
+}
+
+export default async function globalSetup() {
+  if (process.env.REDIS_URL && !process.env.TEST_REDIS) return;
+  const useBinary = process.env.TEST_REDIS !== "container" && which("redis-server") !== undefined;
+  const redis = await (useBinary ? spawnRedis() : startContainer()).catch((error: Error) => {
+    throw new Error(`No Redis for tests: set REDIS_URL, install redis-server, or run Docker (${error.message})`);
+  });
+  process.env.REDIS_URL = redis.url; // workers start after globalSetup and inherit it
+  globalThis.__TEST_REDIS_STOP__ = redis.stop;
+}

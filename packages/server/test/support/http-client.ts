@@ -1,0 +1,86 @@
+// A small HTTP client for the behaviour suite. With several base URLs it sends each call to
+// the next node in turn, so consecutive steps land on different nodes.
+import { USER_AGENT, type JoinResponse, type OpenResponse } from "@duet/protocol";
+
+export interface Reply<T = any> {
+  status: number;
+  body: T;
+  text: string;
+  headers: Headers;
+}
+
+export interface CallOptions {
+  body?: unknown;
+  /** Sent as is, instead of JSON.stringify(body). */
+  rawBody?: string | Buffer;
+  token?: string;
+  query?: Record<string, string | number>;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+  /** Pin the call to one node (index into the base URLs). */
+  node?: number;
+}
+
+export class TestClient {
+  private turn = 0;
+
+  constructor(readonly baseUrls: string[]) {}
+
+  nodeUrl(index?: number): string {
+    if (index !== undefined) return this.baseUrls[index % this.baseUrls.length]!;
+    return this.baseUrls[this.turn++ % this.baseUrls.length]!;
+  }
+
+  async call<T = any>(method: string, path: string, options: CallOptions = {}): Promise<Reply<T>> {
+    const url = new URL(path, this.nodeUrl(options.node));
+    for (const [name, value] of Object.entries(options.query ?? {})) url.searchParams.set(name, String(value));
+    const headers: Record<string, string> = { "user-agent": USER_AGENT, ...options.headers };
+    if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+    let body: string | Buffer | undefined;
+    if (options.rawBody !== undefined) body = options.rawBody;
+    else if (options.body !== undefined) {
+      body = JSON.stringify(options.body);
+      headers["content-type"] ??= "application/json";
+    }
+    const response = await fetch(url, { method, headers, body, signal: options.signal });
+    const text = await response.text();
+    let parsed: unknown = text;
+    if ((response.headers.get("content-type") ?? "").includes("json")) parsed = JSON.parse(text);
+    return { status: response.status, body: parsed as T, text, headers: response.headers };
+  }
+
+  // ---- the protocol's calls ----
+  open(options: CallOptions = {}) {
+    return this.call<OpenResponse>("POST", "/v1/open", { body: {}, ...options });
+  }
+  join(code: string, options: CallOptions = {}) {
+    return this.call<JoinResponse>("POST", "/v1/join", { body: { code }, ...options });
+  }
+  send(code: string, token: string, text: string, idempotencyKey?: string, options: CallOptions = {}) {
+    return this.call("POST", "/v1/send", { body: { code, text, ...(idempotencyKey === undefined ? {} : { idempotency_key: idempotencyKey }) }, token, ...options });
+  }
+  recv(code: string, token: string, wait: number | undefined = 0, options: CallOptions = {}) {
+    return this.call("GET", "/v1/recv", { query: wait === undefined ? { code } : { code, wait }, token, ...options });
+  }
+  ack(code: string, token: string, ids: string[], options: CallOptions = {}) {
+    return this.call("POST", "/v1/ack", { body: { code, ids }, token, ...options });
+  }
+  status(code: string, token: string, options: CallOptions = {}) {
+    return this.call("GET", "/v1/status", { query: { code }, token, ...options });
+  }
+  close(code: string, token: string, force?: boolean, options: CallOptions = {}) {
+    return this.call("POST", "/v1/close", { body: force === undefined ? { code } : { code, force }, token, ...options });
+  }
+  stats(options: CallOptions = {}) {
+    return this.call("GET", "/v1/stats", options);
+  }
+
+  /** Opens a room and joins it: both seats' tokens. */
+  async pairedRoom() {
+    const opened = await this.open();
+    if (opened.status !== 200) throw new Error(`open failed: ${opened.status} ${opened.text}`);
+    const joined = await this.join(opened.body.code);
+    if (joined.status !== 200) throw new Error(`join failed: ${joined.status} ${joined.text}`);
+    return { code: opened.body.code, a: opened.body.token, b: joined.body.token, opened: opened.body };
+  }
+}
