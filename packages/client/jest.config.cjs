@@ -5,5 +5,8 @@ module.exports = {
   roots: ["<rootDir>/test"],
   transform: { "^.+\\.ts$": ["@swc/jest", { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } }] },
   moduleNameMapper: { "^(\\.{1,2}/.*)\\.js$": "$1" },
+  globalSetup: "<rootDir>/test/support/global-setup.ts",
   testTimeout: 30_000,
+  // Two cores: more workers only make the timing-sensitive tests noisier.
+  maxWorkers: 2,
 };
