@@ -69,7 +69,7 @@ export function exitCodeFor(error: unknown): ExitCode {
 export function adviceFor(error: DuetError): string {
   switch (error.code) {
     case "network": return "Check that the relay runs at that address; set DUET_URL or --base-url.";
-    case "not_found": return "The room is gone (closed, expired or never existed); open a new one with `duet open`.";
+    case "not_found": return "Its local entry is removed; open a new room with `duet open`.";
     case "full": return "Both seats are taken; ask the opener for a new room.";
     case "unread": return "Read them with `duet recv --ack` (or `duet watch`), or abandon them with `duet close --force`.";
     case "rate_limited": return "Wait a minute, then run the same command again.";

@@ -147,6 +147,21 @@ describe("duet CLI, two agents through the real relay", () => {
     expect(readState(bob.stateDir).rooms).toEqual({});
   });
 
+  it("Ctrl-C stops watch promptly with exit 130", async () => {
+    const alice = agent("alice-int");
+    const { stdout } = await alice.run(["open"]);
+    expect(stdout).toContain("duet room");
+    alice.rememberTokens();
+    const watching = alice.start(["watch", "--wait", "20000"]);
+    await new Promise((r) => setTimeout(r, 500));
+    const started = Date.now();
+    watching.child.kill("SIGINT");
+    const ended = await watching.done;
+    expect(ended.code).toBe(130);
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(await alice.run(["close"])).toMatchObject({ code: 0 });
+  });
+
   it("one clear line and a distinct exit code per error class", async () => {
     const carol = agent("carol");
     const noRoom = await carol.run(["status"]);
