@@ -6,6 +6,7 @@ import { buildOpenApiDocument, normalizeRoomCode, type StatsResponse } from "@du
 import type { Config } from "./config.js";
 import { apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
+import { RelayMetrics } from "./metrics.js";
 import { WaitingRecvs } from "./realtime/wait-for-messages.js";
 import type { RoomStore } from "./store/room-store.js";
 import { errorHandler } from "./http/error-handler.js";
@@ -25,11 +26,13 @@ export interface AppDeps {
   rateLimitStores?: { requests: Store; rooms: Store };
   /** Set by main on SIGTERM: readiness turns false. */
   isShuttingDown?: () => boolean;
+  /** Node.js process metrics (heap, event loop, ...) in /metrics; default true. */
+  processMetrics?: boolean;
 }
 
 export interface DuetApp extends Express {
   /** Every waiting recv of this app, for shutdown. */
-  locals: Express["locals"] & { waitingRecvs: WaitingRecvs };
+  locals: Express["locals"] & { waitingRecvs: WaitingRecvs; metrics: RelayMetrics };
 }
 
 export function createApp(deps: AppDeps): DuetApp {
@@ -37,6 +40,8 @@ export function createApp(deps: AppDeps): DuetApp {
   const app = express() as DuetApp;
   const waitingRecvs = new WaitingRecvs(store);
   app.locals.waitingRecvs = waitingRecvs;
+  const metrics = new RelayMetrics({ waitingRecvs: () => waitingRecvs.size, processMetrics: deps.processMetrics });
+  app.locals.metrics = metrics;
 
   app.disable("x-powered-by");
   // ETags on JSON answers that change every call only cost hashing.
@@ -46,7 +51,7 @@ export function createApp(deps: AppDeps): DuetApp {
 
   const baseUrl = (req: Request) => config.publicUrl ?? `${req.protocol}://${req.host}`;
 
-  app.use(requestLog(logger));
+  app.use(requestLog(logger, metrics));
   app.use(helmet());
 
   // ---- public: any User-Agent ----------------------------------------------------------
@@ -61,6 +66,14 @@ export function createApp(deps: AppDeps): DuetApp {
     res.type("text/markdown; charset=utf-8").send(
       renderRecipe({ baseUrl: baseUrl(req), idleMinutes: config.roomIdleMs / 60_000, maxMinutes: config.roomMaxMs / 60_000 }),
     );
+  });
+  // Prometheus scrapes this; the load balancer should not route it from outside.
+  app.get("/metrics", async (_req, res, next) => {
+    try {
+      res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+    } catch (error) {
+      next(error);
+    }
   });
   app.get("/v1/openapi.json", (req, res) => void res.json(buildOpenApiDocument(baseUrl(req))));
   app.get("/v1/stats", publicLimiter, async (_req, res, next) => {
@@ -86,7 +99,7 @@ export function createApp(deps: AppDeps): DuetApp {
     { name: "rooms", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.roomsPerWindow },
     deps.rateLimitStores?.rooms,
   );
-  app.use(roomRoutes({ store, waitingRecvs, baseUrl, wakeRecheckMs: config.wakeRecheckMs, roomLimiter }));
+  app.use(roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckMs: config.wakeRecheckMs, roomLimiter }));
 
   // ---- everything else -----------------------------------------------------------------
   for (const [path, method] of Object.entries(ROOM_ENDPOINTS)) {
@@ -96,6 +109,6 @@ export function createApp(deps: AppDeps): DuetApp {
     });
   }
   app.use((_req, _res, next) => next(apiError("not_found", "No such endpoint. The API is described at GET /v1/api.")));
-  app.use(errorHandler(logger));
+  app.use(errorHandler(logger, metrics));
   return app;
 }

@@ -8,7 +8,7 @@ import { createLogger, type Logger } from "./logger.js";
 import { RedisWakeupBus } from "./realtime/redis-wakeups.js";
 import { FailOpenRedisRateLimitStore } from "./http/rate-limit.js";
 import { MemoryRoomStore } from "./store/memory/memory-store.js";
-import { createCommandClient, createSubscriberClient } from "./store/redis/connection.js";
+import { createCommandClient, createSubscriberClient, type RedisClient } from "./store/redis/connection.js";
 import { RedisKeys } from "./store/redis/keys.js";
 import { RedisRoomStore } from "./store/redis/redis-store.js";
 import type { RoomStore } from "./store/room-store.js";
@@ -22,17 +22,19 @@ export interface RunningRelay {
 }
 
 /** Builds the store the configuration asks for: Redis when configured, else in-process. */
-export function createStore(config: Config, logger: Logger): { store: RoomStore; rateLimitStores?: { requests: Store; rooms: Store } } {
+export interface StoreWiring {
+  store: RoomStore;
+  rateLimitStores?: { requests: Store; rooms: Store };
+  /** The Redis connections, by role, for logging and metrics. */
+  connections: [name: string, connection: RedisClient][];
+}
+
+export function createStore(config: Config): StoreWiring {
   const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs };
-  if (!config.redis) return { store: new MemoryRoomStore(lifetimes) };
+  if (!config.redis) return { store: new MemoryRoomStore(lifetimes), connections: [] };
   const keys = new RedisKeys(config.redis.keyPrefix);
   const client = createCommandClient(config.redis);
   const subscriber = createSubscriberClient(config.redis);
-  // Connection trouble is logged once per state change, not per failed command.
-  for (const [name, connection] of [["commands", client], ["subscriber", subscriber]] as const) {
-    connection.on("error", (error: Error) => logger.warn({ connection: name, err: error }, "redis connection error"));
-    connection.on("ready", () => logger.info({ connection: name }, "redis ready"));
-  }
   const store = new RedisRoomStore({
     client,
     wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code)),
@@ -45,6 +47,10 @@ export function createStore(config: Config, logger: Logger): { store: RoomStore;
   };
   return {
     store,
+    connections: [
+      ["commands", client],
+      ["subscriber", subscriber],
+    ],
     rateLimitStores: {
       requests: new FailOpenRedisRateLimitStore(client, keys.rateLimit("requests")),
       rooms: new FailOpenRedisRateLimitStore(client, keys.rateLimit("rooms")),
@@ -53,9 +59,22 @@ export function createStore(config: Config, logger: Logger): { store: RoomStore;
 }
 
 export async function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
-  const { store, rateLimitStores } = createStore(config, logger);
+  const { store, rateLimitStores, connections } = createStore(config);
   let shuttingDown = false;
   const app = createApp({ config, store, logger, rateLimitStores, isShuttingDown: () => shuttingDown });
+  const { metrics } = app.locals;
+  for (const [name, connection] of connections) {
+    let connectedBefore = false;
+    connection.on("error", (error: Error) => {
+      metrics.redisErrors.inc({ connection: name });
+      logger.warn({ connection: name, err: error }, "redis connection error");
+    });
+    connection.on("ready", () => {
+      if (connectedBefore) metrics.redisReconnects.inc({ connection: name });
+      connectedBefore = true;
+      logger.info({ connection: name }, "redis ready");
+    });
+  }
   const server = app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
   // Above the load balancer's idle timeout, so the balancer closes idle connections first.

@@ -3,15 +3,17 @@
 import type { ErrorRequestHandler } from "express";
 import { ApiError, apiError } from "../errors.js";
 import type { Logger } from "../logger.js";
+import type { RelayMetrics } from "../metrics.js";
 import { bodyParserError } from "./body.js";
 
-export function errorHandler(logger: Logger): ErrorRequestHandler {
+export function errorHandler(logger: Logger, metrics: RelayMetrics): ErrorRequestHandler {
   return (error, req, res, _next) => {
     let failure = error instanceof ApiError ? error : bodyParserError(error);
     if (!failure) {
       logger.error({ err: error, method: req.method, route: req.route?.path }, "internal error");
       failure = apiError("internal");
     }
+    metrics.countError(failure.code);
     if (res.headersSent) return void res.destroy();
     // Every 429 and 503 says when to come back (decisions.md).
     const retryAfter = failure.retryAfterSeconds ?? (failure.status === 429 || failure.status === 503 ? 1 : undefined);

@@ -1,18 +1,25 @@
-// One log line per request: method, route pattern, status and duration. The URL is not
-// logged (a query string holds a room code) and neither are headers or bodies.
+// One log line and one metrics sample per request: method, route pattern, status and
+// duration. The URL is not logged (a query string holds a room code) and neither are
+// headers or bodies.
 import type { RequestHandler } from "express";
 import type { Logger } from "../logger.js";
+import type { RelayMetrics } from "../metrics.js";
 
-export function requestLog(logger: Logger): RequestHandler {
+export function requestLog(logger: Logger, metrics: RelayMetrics): RequestHandler {
   return (req, res, next) => {
     const started = process.hrtime.bigint();
     res.once("close", () => {
+      const route: string = req.route?.path ?? "(unmatched)";
+      const ms = Number((process.hrtime.bigint() - started) / 1000n) / 1000;
+      const labels = { route, method: req.method, status: String(res.statusCode) };
+      metrics.requests.inc(labels);
+      metrics.requestSeconds.observe(labels, ms / 1000);
       logger.info(
         {
           method: req.method,
-          route: req.route?.path ?? "(unmatched)",
+          route,
           status: res.statusCode,
-          ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
+          ms,
           // A long-poll the client abandoned never got an answer.
           ...(res.writableFinished ? {} : { aborted: true }),
         },

@@ -19,6 +19,7 @@ import {
   type StatusResponse,
 } from "@duet/protocol";
 import { apiError } from "../errors.js";
+import type { RelayMetrics } from "../metrics.js";
 import type { WaitingRecvs } from "../realtime/wait-for-messages.js";
 import { digestText } from "../store/credentials.js";
 import type { RoomStore } from "../store/room-store.js";
@@ -30,6 +31,7 @@ import { parseInput } from "./validate.js";
 export interface RoomRouteDeps {
   store: RoomStore;
   waitingRecvs: WaitingRecvs;
+  metrics: RelayMetrics;
   baseUrl: (req: Request) => string;
   wakeRecheckMs: number;
   /** Applied to open and join on top of the general limit. */
@@ -42,12 +44,13 @@ const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 type AsyncHandler = (req: Request, res: import("express").Response) => Promise<void>;
 const route = (handler: AsyncHandler): RequestHandler => (req, res, next) => handler(req, res).catch(next);
 
-export function roomRoutes({ store, waitingRecvs, baseUrl, wakeRecheckMs, roomLimiter }: RoomRouteDeps): Router {
+export function roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckMs, roomLimiter }: RoomRouteDeps): Router {
   const router = Router();
 
   router.post("/v1/open", roomLimiter, jsonBody, route(async (req, res) => {
     parseInput(OpenRequest, req.body, "body");
     const grant = await store.openRoom();
+    metrics.roomsOpened.inc();
     const joinUrl = `${baseUrl(req)}/join/${grant.code}`;
     const body: OpenResponse = {
       code: grant.code,
@@ -63,6 +66,7 @@ export function roomRoutes({ store, waitingRecvs, baseUrl, wakeRecheckMs, roomLi
   router.post("/v1/join", roomLimiter, jsonBody, route(async (req, res) => {
     const { code } = parseInput(JoinRequest, req.body, "body");
     const grant = await store.joinRoom(code);
+    metrics.roomsJoined.inc();
     const body: JoinResponse = { code: grant.code, seat: grant.seat, token: grant.token, expires_in: seconds(grant.expiresInMs) };
     res.json(body);
   }));
@@ -70,16 +74,21 @@ export function roomRoutes({ store, waitingRecvs, baseUrl, wakeRecheckMs, roomLi
   router.post("/v1/send", jsonBody, route(async (req, res) => {
     const tokenHash = seatTokenHash(req);
     const input = parseInput(SendRequest, req.body, "body");
-    if (Buffer.byteLength(input.text, "utf8") > MAX_TEXT_BYTES) {
+    const bytes = Buffer.byteLength(input.text, "utf8");
+    if (bytes > MAX_TEXT_BYTES) {
       throw apiError("too_large", `text is larger than ${MAX_TEXT_BYTES} UTF-8 bytes; split it, or publish it at a URL and send the URL.`);
     }
-    const { id } = await store.sendMessage({
+    const { id, replayed } = await store.sendMessage({
       code: input.code,
       tokenHash,
       text: input.text,
       idempotencyKey: input.idempotency_key,
       textDigest: input.idempotency_key === undefined ? undefined : digestText(input.text),
     });
+    if (!replayed) {
+      metrics.messages.inc();
+      metrics.bytes.inc(bytes);
+    }
     const body: SendResponse = { id };
     res.json(body);
   }));
@@ -127,6 +136,7 @@ export function roomRoutes({ store, waitingRecvs, baseUrl, wakeRecheckMs, roomLi
     const tokenHash = seatTokenHash(req);
     const { code, force } = parseInput(CloseRequest, req.body, "body");
     await store.closeRoom({ code, tokenHash }, force ?? false);
+    metrics.roomsClosed.inc();
     const body: CloseResponse = { ok: true };
     res.json(body);
   }));

@@ -10,12 +10,9 @@ export const LIBRARY_USER_AGENTS = [
   "postmanruntime", "insomnia",
 ];
 
-// "node" must not match inside other words (e.g. "nodejs-duet-client" is fine), so every
-// token is matched as a product name: at the start or after a separator, before "/" or the end.
-const LIBRARY_PATTERN = new RegExp(
-  `(?:^|[\\s;(,])(?:${LIBRARY_USER_AGENTS.map((t) => t.replace(/[-/]/g, "\\$&")).join("|")})(?:$|[\\s/;),])`,
-  "i",
-);
+// A token counts anywhere in the value as a whole word ("python-httpx/0.27" is httpx,
+// "Python/3.11 aiohttp/3.9" is aiohttp) but not inside a longer word ("nodejs", "gotham").
+const LIBRARY_PATTERN = new RegExp(`(?:^|[^a-z0-9])(?:${LIBRARY_USER_AGENTS.map((t) => t.replace(/-/g, "\\-")).join("|")})(?:$|[^a-z0-9])`, "i");
 
 export type UserAgentPolicy = "denylist" | "off" | "strict";
 

@@ -4,16 +4,20 @@ import type { InboxSnapshot, RoomStore, SeatCredentials, WakeEvent } from "../st
 
 type WakeReason = "wake" | "timer" | "aborted" | "drained";
 
+/** How often a recv re-reads when it could not subscribe to wake-ups. */
+const UNSUBSCRIBED_RECHECK_MS = 1000;
+
 /** One waiting recv: collects wake-ups so none is lost between a read and the next wait. */
 class Waiter {
   private pendingWake = false;
+  private pendingFinal?: WakeReason;
   private resolve?: (reason: WakeReason) => void;
 
-  constructor(private readonly seat: () => string | undefined) {}
+  constructor(private readonly seat: () => string) {}
 
+  /** Wake-ups for the other seat's inbox are not ours. */
   onEvent = (event: WakeEvent): void => {
-    const mine = this.seat();
-    if (event === "closed" || event === "resync" || mine === undefined || event === mine) this.fire("wake");
+    if (event === "closed" || event === "resync" || event === this.seat()) this.fire("wake");
   };
 
   fire(reason: WakeReason): void {
@@ -27,8 +31,6 @@ class Waiter {
       this.pendingFinal = reason;
     }
   }
-
-  private pendingFinal?: WakeReason;
 
   next(timeoutMs: number): Promise<WakeReason> {
     if (this.pendingFinal) return Promise.resolve(this.pendingFinal);
@@ -73,25 +75,35 @@ export class WaitingRecvs {
 
   /** The caller's pending messages, or undefined when the client went away. */
   async waitForMessages(seat: SeatCredentials, options: WaitOptions): Promise<InboxSnapshot | undefined> {
-    if (options.waitMs === 0 || this.draining) return this.store.readInbox(seat, true);
+    // A recv that finds messages costs one script call and no subscription traffic.
+    const first = await this.store.readInbox(seat, true);
+    if (first.messages.length > 0 || options.waitMs === 0 || this.draining) return first;
     const deadline = Date.now() + options.waitMs;
-    let snapshot: InboxSnapshot | undefined;
-    const waiter = new Waiter(() => snapshot?.seat);
-    // Listen before the first read, so a send landing between the read and the wait still
-    // wakes us.
-    const stopWatching = await this.store.wakeups.watch(seat.code, waiter.onEvent);
+    let snapshot = first;
+    const waiter = new Waiter(() => snapshot.seat);
+    // Listen, then read again: a send that landed between the first read and the
+    // subscription is seen by this read, and any later one wakes the waiter. If the
+    // subscription cannot be made (a cluster shard's subscriber being replaced, say), the
+    // recv still waits, re-reading every second instead of failing.
+    let stopWatching = () => {};
+    let recheckMs = options.recheckMs;
+    try {
+      stopWatching = await this.store.wakeups.watch(seat.code, waiter.onEvent);
+    } catch {
+      recheckMs = Math.min(recheckMs, UNSUBSCRIBED_RECHECK_MS);
+    }
     const onAbort = () => waiter.fire("aborted");
     options.signal.addEventListener("abort", onAbort);
     this.waiters.add(waiter);
     try {
       if (options.signal.aborted) return undefined;
-      snapshot = await this.store.readInbox(seat, true);
+      snapshot = await this.store.readInbox(seat, false);
       for (;;) {
         if (snapshot.messages.length > 0) return snapshot;
         const remaining = deadline - Date.now();
         if (remaining <= 0) return snapshot;
         // Wake at the room's expiry too: the re-read then answers 404.
-        const reason = await waiter.next(Math.min(remaining, options.recheckMs, Math.max(snapshot.expiresInMs, 0) + 5));
+        const reason = await waiter.next(Math.min(remaining, recheckMs, Math.max(snapshot.expiresInMs, 0) + 5));
         if (reason === "aborted") return undefined;
         if (reason === "drained") return { ...snapshot, messages: [] };
         if (reason === "timer" && Date.now() >= deadline) return { ...snapshot, messages: [] };

@@ -59,7 +59,8 @@ export interface RoomStore {
   readonly wakeups: WakeupBus;
   openRoom(): Promise<SeatGrant>;
   joinRoom(code: string): Promise<SeatGrant>;
-  sendMessage(input: SendInput): Promise<{ id: string }>;
+  /** replayed: the idempotency key was seen before with this text; nothing new was stored. */
+  sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }>;
   /** Pending messages for the caller; touch=false re-reads without counting as activity. */
   readInbox(seat: SeatCredentials, touch: boolean): Promise<InboxSnapshot>;
   ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }>;

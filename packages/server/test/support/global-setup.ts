@@ -1,9 +1,13 @@
 // Jest globalSetup: one Redis for the whole run. REDIS_URL if set; else a redis-server
 // spawned from PATH on a free port; else a testcontainers Redis (needs Docker).
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+import { spawnCluster } from "./redis-cluster";
 import { spawnRedis, which } from "./redis-server";
 
 declare global {
   var __TEST_REDIS_STOP__: (() => Promise<void>) | undefined;
+  var __TEST_CLUSTER_STOP__: (() => Promise<void>) | undefined;
 }
 
 async function startContainer() {
@@ -13,6 +17,14 @@ async function startContainer() {
 }
 
 export default async function globalSetup() {
+  // The black-box target runs the built server: build it from the current source (~2 s).
+  execFileSync("pnpm", ["--filter", "@duet/server...", "build"], { cwd: join(__dirname, "../../../.."), stdio: "ignore" });
+  // The cluster targets: REDIS_CLUSTER_NODES if set, else three masters spawned here.
+  if (!process.env.REDIS_CLUSTER_NODES) {
+    const cluster = await spawnCluster(3);
+    process.env.REDIS_CLUSTER_NODES = cluster.seeds;
+    globalThis.__TEST_CLUSTER_STOP__ = cluster.stop;
+  }
   if (process.env.REDIS_URL && !process.env.TEST_REDIS) return;
   const useBinary = process.env.TEST_REDIS !== "container" && which("redis-server") !== undefined;
   const redis = await (useBinary ? spawnRedis() : startContainer()).catch((error: Error) => {

@@ -4,7 +4,8 @@ import { USER_AGENT, type JoinResponse, type OpenResponse } from "@duet/protocol
 
 export interface Reply<T = any> {
   status: number;
-  body: T;
+  /** The answer; an error answer has error and message instead. */
+  body: T & { error?: string; message?: string };
   text: string;
   headers: Headers;
 }
@@ -46,7 +47,7 @@ export class TestClient {
     const text = await response.text();
     let parsed: unknown = text;
     if ((response.headers.get("content-type") ?? "").includes("json")) parsed = JSON.parse(text);
-    return { status: response.status, body: parsed as T, text, headers: response.headers };
+    return { status: response.status, body: parsed as Reply<T>["body"], text, headers: response.headers };
   }
 
   // ---- the protocol's calls ----
@@ -59,8 +60,9 @@ export class TestClient {
   send(code: string, token: string, text: string, idempotencyKey?: string, options: CallOptions = {}) {
     return this.call("POST", "/v1/send", { body: { code, text, ...(idempotencyKey === undefined ? {} : { idempotency_key: idempotencyKey }) }, token, ...options });
   }
-  recv(code: string, token: string, wait: number | undefined = 0, options: CallOptions = {}) {
-    return this.call("GET", "/v1/recv", { query: wait === undefined ? { code } : { code, wait }, token, ...options });
+  /** wait "default" leaves the parameter out. */
+  recv(code: string, token: string, wait: number | "default" = 0, options: CallOptions = {}) {
+    return this.call("GET", "/v1/recv", { query: wait === "default" ? { code } : { code, wait }, token, ...options });
   }
   ack(code: string, token: string, ids: string[], options: CallOptions = {}) {
     return this.call("POST", "/v1/ack", { body: { code, ids }, token, ...options });

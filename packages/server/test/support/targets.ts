@@ -11,10 +11,10 @@ import { createLogger } from "../../src/logger";
 import { startRelay, type RunningRelay } from "../../src/main";
 import { TestClient } from "./http-client";
 
-export type TargetKind = "memory" | "redis" | "redis-3-nodes" | "process";
+export type TargetKind = "memory" | "redis" | "redis-3-nodes" | "cluster" | "cluster-3-nodes" | "process";
 
 /** Targets the whole behaviour suite runs on. */
-export const BEHAVIOUR_TARGETS: TargetKind[] = ["memory", "redis", "redis-3-nodes", "process"];
+export const BEHAVIOUR_TARGETS: TargetKind[] = ["memory", "redis", "redis-3-nodes", "cluster", "cluster-3-nodes", "process"];
 
 export interface RelayTarget {
   kind: TargetKind;
@@ -23,6 +23,8 @@ export interface RelayTarget {
   nodes: RunningRelay[];
   /** Every log line every node wrote, as text. */
   logs(): string;
+  /** The process target only: its child process. */
+  process?: import("node:child_process").ChildProcess;
   close(): Promise<void>;
 }
 
@@ -38,17 +40,19 @@ const TEST_DEFAULTS: Record<string, string> = {
 export const uniquePrefix = () => `t${process.pid}-${randomBytes(4).toString("hex")}:`;
 
 export async function startTarget(kind: TargetKind, env: Record<string, string> = {}): Promise<RelayTarget> {
-  const onRedis = kind !== "memory";
+  const onCluster = kind.startsWith("cluster");
   const fullEnv = {
     ...TEST_DEFAULTS,
-    ...(onRedis ? { REDIS_URL: process.env.REDIS_URL!, REDIS_KEY_PREFIX: uniquePrefix() } : {}),
+    ...(kind === "memory" ? {} : { REDIS_KEY_PREFIX: uniquePrefix() }),
+    ...(kind === "memory" || onCluster ? {} : { REDIS_URL: process.env.REDIS_URL! }),
+    ...(onCluster ? { REDIS_CLUSTER_NODES: process.env.REDIS_CLUSTER_NODES! } : {}),
     ...env,
   };
   if (kind === "process") return startProcessTarget(fullEnv);
   const config = loadConfig(fullEnv);
   const lines: string[] = [];
   const sink = new Writable({ write: (chunk, _enc, done) => (lines.push(chunk.toString()), done()) });
-  const nodeCount = kind === "redis-3-nodes" ? 3 : 1;
+  const nodeCount = kind.endsWith("3-nodes") ? 3 : 1;
   const nodes: RunningRelay[] = [];
   for (let i = 0; i < nodeCount; i++) nodes.push(await startRelay(config, createLogger(config.logLevel, sink)));
   await Promise.all(nodes.map((node) => waitUntilReady(node.url)));
@@ -95,6 +99,7 @@ async function startProcessTarget(env: Record<string, string>): Promise<RelayTar
   await waitUntilReady(url);
   return {
     kind: "process",
+    process: child,
     client: new TestClient([url]),
     config: loadConfig(env),
     nodes: [],

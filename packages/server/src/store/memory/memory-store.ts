@@ -115,14 +115,14 @@ export class MemoryRoomStore implements RoomStore {
     return { code, seat: "b", token, expiresInMs: this.expiresIn(room) };
   }
 
-  async sendMessage(input: SendInput): Promise<{ id: string }> {
+  async sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }> {
     const { room, seat } = this.authenticate(input);
     this.touch(room, seat);
     const keyField = input.idempotencyKey === undefined ? undefined : `${seat}:${input.idempotencyKey}`;
     if (keyField !== undefined) {
       const earlier = room.idempotency.get(keyField);
       if (earlier) {
-        if (earlier.digest === input.textDigest) return { id: earlier.id };
+        if (earlier.digest === input.textDigest) return { id: earlier.id, replayed: true };
         throw apiError("idempotency_conflict");
       }
     }
@@ -137,7 +137,7 @@ export class MemoryRoomStore implements RoomStore {
     this.tally.messages++;
     this.tally.bytes += bytes;
     this.wakeups.publish(input.code, recipient);
-    return { id };
+    return { id, replayed: false };
   }
 
   async readInbox(credentials: SeatCredentials, touch: boolean): Promise<InboxSnapshot> {

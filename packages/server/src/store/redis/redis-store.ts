@@ -106,7 +106,7 @@ export class RedisRoomStore implements RoomStore {
     });
   }
 
-  sendMessage(input: SendInput): Promise<{ id: string }> {
+  sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }> {
     return this.run(async () => {
       const [status, id] = await this.client.duetSend(
         ...this.keys.room(input.code),
@@ -121,7 +121,7 @@ export class RedisRoomStore implements RoomStore {
         this.keys.wakeChannel(input.code),
       );
       if (status < 0) throw failureOf(status, () => apiError("idempotency_conflict"));
-      return { id: id! };
+      return { id: id!, replayed: status === 1 };
     });
   }
 

@@ -1,0 +1,193 @@
+#!/usr/bin/env node
+// Validates the Kubernetes manifests under infra/k8s without a cluster:
+//  1. every kustomization's resources exist, and every manifest in its directory is listed;
+//  2. every manifest file validates against the Kubernetes schemas (kubernetes-models 4.5.1);
+//  3. each kustomization renders with `kubectl kustomize` (offline; skipped with a notice
+//     when kubectl is absent) and every rendered object validates too;
+//  4. the relay's deployment rules hold on the rendered objects (probes, grace period,
+//     security context, Ingress timeouts and body size, no affinity, API versions).
+// Exit status 1 on any failure. Usage: node infra/scripts/validate-k8s.mjs [k8s-dir]
+import { spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseAllDocuments } from "yaml";
+import { parseNginxSize, readConfigVariables, readLimits } from "./lib.mjs";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const K8S = resolve(process.argv[2] ?? join(ROOT, "infra/k8s"));
+const rel = (p) => relative(ROOT, p) || ".";
+
+let failures = 0;
+const fail = (msg) => {
+  failures++;
+  console.error(`FAIL ${msg}`);
+};
+const ok = (msg) => console.log(`ok   ${msg}`);
+
+function walk(dir) {
+  return readdirSync(dir).flatMap((name) => {
+    const p = join(dir, name);
+    return statSync(p).isDirectory() ? walk(p) : [p];
+  });
+}
+
+const yamlFiles = walk(K8S).filter((p) => /\.ya?ml$/.test(p));
+const isKustomization = (p) => /(^|\/)kustomization\.ya?ml$/.test(p);
+
+function parseYaml(text, where) {
+  const objects = [];
+  for (const doc of parseAllDocuments(text)) {
+    if (doc.errors.length) {
+      fail(`${where}: YAML error: ${doc.errors[0].message}`);
+      continue;
+    }
+    const obj = doc.toJS();
+    if (obj) objects.push(obj);
+  }
+  return objects;
+}
+
+async function validateObject(obj, where) {
+  const id = `${where}: ${obj.apiVersion} ${obj.kind}/${obj.metadata?.name}`;
+  if (!obj.apiVersion || !obj.kind) return fail(`${where}: object without apiVersion/kind`);
+  let Model;
+  try {
+    Model = (await import(`kubernetes-models/${obj.apiVersion}/${obj.kind}`))[obj.kind];
+  } catch {
+    return fail(`${id}: unknown apiVersion/kind (not in kubernetes-models)`);
+  }
+  try {
+    new Model(obj).validate();
+    ok(id);
+  } catch (e) {
+    fail(`${id}: ${e.message}`);
+  }
+}
+
+// 1. Kustomization structure.
+const kustomizations = yamlFiles.filter(isKustomization);
+if (kustomizations.length === 0) fail(`no kustomization.yaml under ${rel(K8S)}`);
+const listed = new Set();
+for (const file of kustomizations) {
+  const dir = dirname(file);
+  const [k] = parseYaml(readFileSync(file, "utf8"), rel(file));
+  if (!k) continue;
+  for (const entry of [...(k.resources ?? []), ...(k.components ?? [])]) {
+    const target = resolve(dir, entry);
+    if (!existsSync(target)) fail(`${rel(file)}: resource ${entry} does not exist`);
+    else if (statSync(target).isDirectory() && !["kustomization.yaml", "kustomization.yml"].some((n) => existsSync(join(target, n))))
+      fail(`${rel(file)}: resource ${entry} is a directory without kustomization.yaml`);
+    else listed.add(target);
+  }
+  for (const patch of k.patches ?? []) if (patch.path && !existsSync(resolve(dir, patch.path))) fail(`${rel(file)}: patch ${patch.path} does not exist`);
+  ok(`${rel(file)}: ${(k.resources ?? []).length} resources exist`);
+}
+for (const file of yamlFiles) {
+  if (!isKustomization(file) && !listed.has(file)) fail(`${rel(file)} is not listed in any kustomization (dead manifest?)`);
+}
+
+// 2. Each manifest file on its own.
+for (const file of yamlFiles.filter((f) => !isKustomization(f))) {
+  for (const obj of parseYaml(readFileSync(file, "utf8"), rel(file))) await validateObject(obj, rel(file));
+}
+
+// 3. Rendered kustomizations.
+const kubectl = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" });
+const rendered = new Map(); // dir -> objects
+if (kubectl.status !== 0) {
+  console.log("note kubectl not found: kustomizations were checked file by file, not rendered");
+} else {
+  for (const file of kustomizations) {
+    const dir = dirname(file);
+    const out = spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8", timeout: 60_000 });
+    if (out.status !== 0) {
+      fail(`kubectl kustomize ${rel(dir)}: ${out.stderr.trim()}`);
+      continue;
+    }
+    const objects = parseYaml(out.stdout, `render ${rel(dir)}`);
+    rendered.set(dir, objects);
+    for (const obj of objects) await validateObject(obj, `render ${rel(dir)}`);
+  }
+}
+
+// 4. Rules for the relay, on every rendering (or on the base files without kubectl).
+const limits = readLimits(ROOT);
+const sets = rendered.size
+  ? [...rendered.entries()].map(([dir, objects]) => [`render ${rel(dir)}`, objects])
+  : [[rel(join(K8S, "base")), walk(join(K8S, "base")).filter((f) => /\.ya?ml$/.test(f) && !isKustomization(f)).flatMap((f) => parseYaml(readFileSync(f, "utf8"), rel(f)))]];
+
+for (const [where, objects] of sets) {
+  const find = (kind, name) => objects.find((o) => o.kind === kind && (!name || o.metadata?.name === name));
+  const check = (cond, msg) => (cond ? ok(`${where}: ${msg}`) : fail(`${where}: ${msg}`));
+  const deploy = find("Deployment", "duet-relay");
+  if (!deploy) {
+    fail(`${where}: no Deployment duet-relay`);
+    continue;
+  }
+  const pod = deploy.spec.template.spec;
+  const relay = pod.containers.find((c) => c.name === "relay") ?? pod.containers[0];
+  check(deploy.spec.replicas === 3, "Deployment has 3 replicas");
+  check(relay.readinessProbe?.httpGet?.path === "/readyz", "readiness probe on /readyz");
+  check(relay.livenessProbe?.httpGet?.path === "/healthz", "liveness probe on /healthz");
+  check(relay.resources?.requests?.cpu && relay.resources?.requests?.memory && relay.resources?.limits?.cpu && relay.resources?.limits?.memory, "resource requests and limits set");
+  const sc = relay.securityContext ?? {};
+  check((sc.runAsNonRoot ?? pod.securityContext?.runAsNonRoot) === true, "runs as non-root");
+  check(sc.readOnlyRootFilesystem === true, "read-only root filesystem");
+  check(sc.allowPrivilegeEscalation === false, "no privilege escalation");
+  check((sc.capabilities?.drop ?? []).includes("ALL"), "drops all capabilities");
+
+  // Environment as the pod will see it: env plus envFrom ConfigMaps and Secrets of this rendering.
+  if (rendered.size) {
+    const known = new Set(readConfigVariables(ROOT).names);
+    const keys = [...(relay.env ?? []).map((e) => e.name)];
+    for (const source of relay.envFrom ?? []) {
+      const ref = source.configMapRef ?? source.secretRef;
+      const obj = find(source.configMapRef ? "ConfigMap" : "Secret", ref.name);
+      // The base leaves the Redis Secret to the installation; an overlay must supply it.
+      if (!obj && source.secretRef && !where.includes("/overlays/")) console.log(`note ${where}: Secret ${ref.name} is left to the overlay`);
+      else if (!obj) fail(`${where}: envFrom ${ref.name} is not part of this rendering${ref.optional ? " (optional)" : ""}`);
+      else keys.push(...Object.keys({ ...obj.data, ...obj.stringData }).map((k) => (source.prefix ?? "") + k));
+    }
+    const unknown = keys.filter((k) => !known.has(k) && k !== "NODE_ENV" && k !== "NODE_OPTIONS");
+    check(unknown.length === 0, `relay environment (${keys.length} variables) all read by the server${unknown.length ? `; unknown: ${unknown.join(", ")}` : ""}`);
+    check(keys.includes("REDIS_URL") !== keys.includes("REDIS_CLUSTER_NODES") || !keys.includes("REDIS_URL"), "not both REDIS_URL and REDIS_CLUSTER_NODES");
+  }
+
+  const preStop = relay.lifecycle?.preStop;
+  const preStopSeconds = preStop?.sleep?.seconds ?? Number(/^sleep$/.test(preStop?.exec?.command?.[0] ?? "") ? preStop.exec.command[1] : NaN);
+  check(Number.isFinite(preStopSeconds) && preStopSeconds > 0, `preStop pause (${preStopSeconds} s)`);
+  const configMaps = (relay.envFrom ?? []).map((e) => e.configMapRef?.name).filter(Boolean).map((n) => find("ConfigMap", n));
+  const envValue = (name) => relay.env?.find((e) => e.name === name)?.value ?? configMaps.map((c) => c?.data?.[name]).find((v) => v !== undefined);
+  const drain = Number(envValue("SHUTDOWN_DRAIN_SECONDS") ?? 10);
+  const longPoll = limits.MAX_WAIT_MS / 1000;
+  const grace = pod.terminationGracePeriodSeconds ?? 30;
+  check(grace > preStopSeconds + drain + longPoll, `terminationGracePeriodSeconds ${grace} > preStop ${preStopSeconds} + drain ${drain} + long-poll ${longPoll}`);
+
+  const service = find("Service", "duet-relay");
+  check(service && (service.spec.sessionAffinity ?? "None") === "None", "Service without session affinity");
+  const hpa = find("HorizontalPodAutoscaler", "duet-relay");
+  check(hpa?.apiVersion === "autoscaling/v2" && hpa.spec.minReplicas >= 2, "HPA autoscaling/v2, at least 2 replicas");
+  const pdb = find("PodDisruptionBudget", "duet-relay");
+  check(pdb?.apiVersion === "policy/v1", "PDB policy/v1");
+
+  const ingress = find("Ingress", "duet-relay");
+  const ann = ingress?.metadata?.annotations ?? {};
+  const read = Number(ann["nginx.ingress.kubernetes.io/proxy-read-timeout"]);
+  const send = Number(ann["nginx.ingress.kubernetes.io/proxy-send-timeout"]);
+  const body = parseNginxSize(ann["nginx.ingress.kubernetes.io/proxy-body-size"] ?? "1m");
+  check(read >= 60 && read > longPoll, `Ingress proxy-read-timeout ${read} s >= 60 and > ${longPoll} s long-poll`);
+  check(send >= 60, `Ingress proxy-send-timeout ${send} s >= 60`);
+  check(body > limits.MAX_BODY_BYTES, `Ingress proxy-body-size ${body} bytes > relay body limit ${limits.MAX_BODY_BYTES}`);
+  check(!Object.keys(ann).some((k) => /affinity|upstream-hash-by/.test(k)), "Ingress without affinity or hashing");
+
+  const policy = find("NetworkPolicy");
+  const redisSelector = policy?.spec?.podSelector?.matchLabels?.["app.kubernetes.io/name"];
+  const fromRelay = policy?.spec?.ingress?.every((rule) => rule.from?.length && rule.from.every((f) => f.podSelector?.matchLabels?.["app.kubernetes.io/name"] === "duet-relay" && !f.namespaceSelector && !f.ipBlock));
+  check(redisSelector === "duet-redis" && policy.spec.policyTypes?.includes("Ingress") && fromRelay, "NetworkPolicy: only relay pods reach Redis");
+  const redis = find("StatefulSet", "duet-redis") ?? find("Deployment", "duet-redis");
+  if (redis) check(redis.spec.template.metadata.labels["app.kubernetes.io/name"] === redisSelector, "the in-cluster Redis is covered by the NetworkPolicy");
+}
+
+console.log(failures ? `\nvalidate-k8s: ${failures} problem(s)` : "\nvalidate-k8s: all manifests valid");
+process.exit(failures ? 1 : 0);

@@ -1,0 +1,67 @@
+// Prometheus metrics (prom-client), one registry per app so that several apps in one
+// process (the tests' multi-node harness) never share counters. Labels carry route
+// patterns, statuses and error codes only: never a room code, a token or a text.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { ErrorCode } from "@duet/protocol";
+
+export class RelayMetrics {
+  readonly registry = new Registry();
+
+  readonly requests = new Counter({
+    name: "duet_http_requests_total",
+    help: "HTTP requests answered, by route pattern, method and status.",
+    labelNames: ["route", "method", "status"] as const,
+    registers: [this.registry],
+  });
+
+  readonly requestSeconds = new Histogram({
+    name: "duet_http_request_duration_seconds",
+    help: "Time to answer a request (a long-poll recv includes its wait).",
+    labelNames: ["route", "method", "status"] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 26],
+    registers: [this.registry],
+  });
+
+  readonly refusals = new Counter({
+    name: "duet_errors_total",
+    help: "Error answers by error code (mailbox_full, rate_limited, unavailable, ...).",
+    labelNames: ["code"] as const,
+    registers: [this.registry],
+  });
+
+  readonly roomsOpened = new Counter({ name: "duet_rooms_opened_total", help: "Rooms opened through this node.", registers: [this.registry] });
+  readonly roomsJoined = new Counter({ name: "duet_rooms_joined_total", help: "Second seats claimed through this node.", registers: [this.registry] });
+  readonly roomsClosed = new Counter({ name: "duet_rooms_closed_total", help: "Rooms closed through this node.", registers: [this.registry] });
+  readonly messages = new Counter({ name: "duet_messages_accepted_total", help: "Messages accepted through this node (replays not counted).", registers: [this.registry] });
+  readonly bytes = new Counter({ name: "duet_message_bytes_accepted_total", help: "UTF-8 bytes of messages accepted through this node.", registers: [this.registry] });
+
+  readonly redisErrors = new Counter({
+    name: "duet_redis_connection_errors_total",
+    help: "Errors reported by this node's Redis connections.",
+    labelNames: ["connection"] as const,
+    registers: [this.registry],
+  });
+
+  readonly redisReconnects = new Counter({
+    name: "duet_redis_reconnects_total",
+    help: "Times a Redis connection of this node became ready again after losing its link.",
+    labelNames: ["connection"] as const,
+    registers: [this.registry],
+  });
+
+  constructor(options: { waitingRecvs: () => number; processMetrics?: boolean }) {
+    new Gauge({
+      name: "duet_recv_waiting",
+      help: "Long-poll recvs waiting on this node now.",
+      registers: [this.registry],
+      collect() {
+        this.set(options.waitingRecvs());
+      },
+    });
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: "duet_" });
+  }
+
+  countError(code: ErrorCode): void {
+    this.refusals.inc({ code });
+  }
+}

@@ -1,0 +1,161 @@
+// Bad input: every refusal is a clear JSON error {"error","message"} with the documented
+// status, never a 5xx, a hang or a crash.
+import { MAX_BODY_BYTES } from "@duet/protocol";
+import { forEachTarget } from "../support/targets";
+
+const expectError = (reply: { status: number; body: any }, status: number, error: string) => {
+  expect({ status: reply.status, error: reply.body?.error }).toEqual({ status, error });
+  expect(typeof reply.body.message).toBe("string");
+  expect(reply.body.message.length).toBeGreaterThan(10);
+  expect(Object.keys(reply.body).sort()).toEqual(["error", "message"]);
+};
+
+forEachTarget((target) => {
+  describe("authentication", () => {
+    it("a missing or malformed Authorization header is 401 unauthorized", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      expectError(await client.call("GET", "/v1/status", { query: { code: room.code } }), 401, "unauthorized");
+      for (const header of ["Basic abc", "Bearer", "Bearer ", `Token ${room.a}`]) {
+        expectError(await client.call("GET", "/v1/status", { query: { code: room.code }, headers: { authorization: header } }), 401, "unauthorized");
+      }
+    });
+
+    it("accepts the bearer scheme in any case", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      for (const scheme of ["bearer", "BEARER", "Bearer"]) {
+        const reply = await client.call("GET", "/v1/status", { query: { code: room.code }, headers: { authorization: `${scheme} ${room.a}` } });
+        expect(reply.status).toBe(200);
+      }
+    });
+
+    it("a wrong token, or another room's token, is 401 on an existing room", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      const other = await client.pairedRoom();
+      expectError(await client.status(room.code, "not-a-real-token"), 401, "unauthorized");
+      expectError(await client.status(room.code, other.a), 401, "unauthorized");
+      expectError(await client.send(room.code, other.b, "intruder"), 401, "unauthorized");
+      expectError(await client.ack(room.code, other.b, ["1"]), 401, "unauthorized");
+      expectError(await client.close(room.code, other.b, true), 401, "unauthorized");
+      expectError(await client.recv(room.code, other.b, 0), 401, "unauthorized");
+      expect((await client.status(room.code, room.a)).status).toBe(200);
+    });
+
+    it("a token used on an unknown code is 404", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      expectError(await client.status("zzzz-zzzz-zzz0", room.a), 404, "not_found");
+    });
+  });
+
+  describe("User-Agent policy (room endpoints)", () => {
+    const refused = ["", "curl/8.5.0", "Wget/1.21", "python-requests/2.31", "Python-urllib/3.11", "Python/3.11 aiohttp/3.9", "python-httpx/0.27",
+      "axios/1.6.0", "node-fetch/1.0", "undici", "node", "got (https://github.com/sindresorhus/got)", "Go-http-client/1.1", "okhttp/4.12",
+      "Java/17.0.2", "Apache-HttpClient/5.2", "libwww-perl/6.7", "PostmanRuntime/7.36", "insomnia/8.0"];
+
+    it.each(refused)("refuses %j with 403 forbidden", async (userAgent) => {
+      const reply = await target().client.call("POST", "/v1/open", { body: {}, headers: { "user-agent": userAgent } });
+      expectError(reply, 403, "forbidden");
+    });
+
+    it("accepts duet/<version> in any case and other agents' own names", async () => {
+      for (const userAgent of ["duet/0.1", "DUET/0.2", "my-agent/1.0", "Mozilla/5.0 (X11; Linux x86_64)"]) {
+        expect((await target().client.call("POST", "/v1/open", { body: {}, headers: { "user-agent": userAgent } })).status).toBe(200);
+      }
+    });
+
+    it("lets any User-Agent read /v1/api, /v1/stats, /v1/openapi.json, the join page and health", async () => {
+      const { client } = target();
+      const code = (await client.open()).body.code;
+      for (const path of ["/v1/api", "/v1/stats", "/v1/openapi.json", `/join/${code}`, "/healthz", "/readyz"]) {
+        expect((await client.call("GET", path, { headers: { "user-agent": "curl/8.5.0" } })).status).toBe(200);
+      }
+    });
+  });
+
+  describe("bodies", () => {
+    it("malformed JSON is 400 bad_request", async () => {
+      const { client } = target();
+      for (const raw of ["{", "{'code': 1}", "nul", '{"code": "a",}']) {
+        expectError(await client.call("POST", "/v1/join", { rawBody: raw, headers: { "content-type": "application/json" } }), 400, "bad_request");
+      }
+    });
+
+    it("a body that is not an object, or fields of the wrong type, is 400 bad_request", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      for (const body of [[], "text", 42, null]) expectError(await client.call("POST", "/v1/join", { body }), 400, "bad_request");
+      expectError(await client.call("POST", "/v1/join", { body: { code: 12 } }), 400, "bad_request");
+      expectError(await client.call("POST", "/v1/join", { body: {} }), 400, "bad_request");
+      expectError(await client.call("POST", "/v1/send", { body: { code: room.code, text: 5 }, token: room.a }), 400, "bad_request");
+      expectError(await client.call("POST", "/v1/send", { body: { code: room.code }, token: room.a }), 400, "bad_request");
+      expectError(await client.call("POST", "/v1/ack", { body: { code: room.code, ids: "1" }, token: room.a }), 400, "bad_request");
+      expectError(await client.call("POST", "/v1/ack", { body: { code: room.code, ids: [1] }, token: room.a }), 400, "bad_request");
+      expectError(await client.call("POST", "/v1/close", { body: { code: room.code, force: "yes" }, token: room.a }), 400, "bad_request");
+      expectError(await client.call("POST", "/v1/send", { body: { code: room.code, text: "x", idempotencyKey: "k" }, token: room.a }), 400, "bad_request");
+    });
+
+    it("parses JSON whatever the Content-Type says", async () => {
+      const { client } = target();
+      const reply = await client.call("POST", "/v1/open", { rawBody: "{}", headers: { "content-type": "text/plain" } });
+      expect(reply.status).toBe(200);
+    });
+
+    it("invalid UTF-8 is 400 bad_request, never silently replaced", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      const raw = Buffer.concat([Buffer.from(`{"code":"${room.code}","text":"bad `), Buffer.from([0xff, 0xfe]), Buffer.from(`"}`)]);
+      expectError(await client.call("POST", "/v1/send", { rawBody: raw, token: room.a, headers: { "content-type": "application/json" } }), 400, "bad_request");
+      expect((await client.recv(room.code, room.b, 0)).body.messages).toEqual([]);
+    });
+
+    it("a lone surrogate escape is 400 bad_request (it has no UTF-8 form)", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      const raw = `{"code":"${room.code}","text":"half \\ud800 a pair"}`;
+      expectError(await client.call("POST", "/v1/send", { rawBody: raw, token: room.a, headers: { "content-type": "application/json" } }), 400, "bad_request");
+    });
+
+    it(`a body over ${MAX_BODY_BYTES} bytes is 400 too_large`, async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      const raw = `{"code":"${room.code}","text":"${"x".repeat(MAX_BODY_BYTES)}"}`;
+      expectError(await client.call("POST", "/v1/send", { rawBody: raw, token: room.a, headers: { "content-type": "application/json" } }), 400, "too_large");
+    });
+  });
+
+  describe("query parameters", () => {
+    it("a wait outside 0..25000 or not an integer is 400 bad_request", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      for (const wait of ["-1", "25001", "1.5", "abc", "", "1e3"]) {
+        expectError(await client.call("GET", "/v1/recv", { query: { code: room.code, wait }, token: room.a }), 400, "bad_request");
+      }
+      expect((await client.call("GET", "/v1/recv", { query: { code: room.code, wait: "25000" }, token: room.a, signal: AbortSignal.timeout(200) }).catch((e) => e.name))).toBe("TimeoutError");
+    });
+
+    it("a missing or malformed code is 400 bad_request; a repeated parameter too", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      expectError(await client.call("GET", "/v1/status", { token: room.a }), 400, "bad_request");
+      expectError(await client.call("GET", "/v1/status", { query: { code: "nope" }, token: room.a }), 400, "bad_request");
+      expectError(await client.call("GET", `/v1/recv?code=${room.code}&wait=1&wait=2`, { token: room.a }), 400, "bad_request");
+    });
+  });
+
+  describe("paths and methods", () => {
+    it("an unknown path is 404 not_found as JSON", async () => {
+      expectError(await target().client.call("GET", "/v2/open"), 404, "not_found");
+      expectError(await target().client.call("GET", "/join/not-a-code"), 404, "not_found");
+    });
+
+    it("a known path with the wrong method is 405 method_not_allowed with Allow", async () => {
+      const reply = await target().client.call("GET", "/v1/send");
+      expectError(reply, 405, "method_not_allowed");
+      expect(reply.headers.get("allow")).toBe("POST");
+      expectError(await target().client.call("DELETE", "/v1/recv"), 405, "method_not_allowed");
+    });
+  });
+});

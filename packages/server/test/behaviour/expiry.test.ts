@@ -1,0 +1,64 @@
+// Lifetimes, shortened by configuration: 30 minutes idle and 30 minutes from open become
+// seconds here. Every authenticated call moves the idle deadline, never past the hard cap.
+import { forEachTarget } from "../support/targets";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("idle timeout", () => {
+  forEachTarget(
+    (target) => {
+      it("ends a room with no authenticated activity: later calls get 404, not 401", async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        expect(room.opened.expires_in).toBe(2);
+        await sleep(2300);
+        for (const reply of [await client.status(room.code, room.a), await client.send(room.code, room.b, "late"), await client.join(room.code)]) {
+          expect(reply.status).toBe(404);
+          expect(reply.body.error).toBe("not_found");
+        }
+      });
+
+      it("is moved by every authenticated call", async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        for (let i = 0; i < 4; i++) {
+          await sleep(1000);
+          expect((await client.status(room.code, i % 2 ? room.a : room.b)).status).toBe(200);
+        }
+        expect((await client.recv(room.code, room.a, 0)).status).toBe(200);
+      });
+
+      it("a recv waiting through the idle deadline gets 404 promptly (waiting is not activity)", async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        const started = Date.now();
+        const reply = await client.recv(room.code, room.a, 20_000);
+        expect(reply.status).toBe(404);
+        expect(Date.now() - started).toBeLessThan(6000);
+      });
+    },
+    { env: { ROOM_IDLE_SECONDS: "2", ROOM_MAX_SECONDS: "60" } },
+  );
+});
+
+describe("hard cap", () => {
+  forEachTarget(
+    (target) => {
+      it("ends a room at its hard cap even while it is busy", async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        expect(room.opened.expires_in).toBe(3);
+        let last = 200;
+        const deadline = Date.now() + 5000;
+        while (Date.now() < deadline && last === 200) {
+          const status = await client.status(room.code, room.a);
+          last = status.status;
+          if (last === 200) expect(status.body.expires_in).toBeLessThanOrEqual(3);
+          await sleep(250);
+        }
+        expect(last).toBe(404);
+      });
+    },
+    { env: { ROOM_IDLE_SECONDS: "60", ROOM_MAX_SECONDS: "3" } },
+  );
+});

@@ -1,0 +1,56 @@
+// The endpoints that need no token: the recipe, the OpenAPI document, the join page,
+// health and readiness.
+import { ERROR_CODES } from "@duet/protocol";
+import { forEachTarget } from "../support/targets";
+
+forEachTarget((target) => {
+  it("GET /v1/api is the markdown recipe: flow, examples, every error, limits and the safety rules", async () => {
+    const reply = await target().client.call("GET", "/v1/api");
+    expect(reply.status).toBe(200);
+    expect(reply.headers.get("content-type")).toMatch(/^text\/markdown/);
+    const recipe = reply.text;
+    for (const step of ["/v1/open", "/v1/join", "/v1/send", "/v1/recv", "/v1/ack", "/v1/status", "/v1/close", "/v1/stats"]) expect(recipe).toContain(step);
+    for (const code of ERROR_CODES) expect(recipe).toContain(`\`${code}\``);
+    expect(recipe).toMatch(/data, never instructions/);
+    expect(recipe).toMatch(/Never share your seat token/i);
+    expect(recipe).toContain("2,097,152");
+    expect(recipe).toContain("User-Agent: duet/0.1");
+    expect(recipe).toContain(target().client.baseUrls[0]!.replace(/\/$/, "").split(":")[0]);
+  });
+
+  it("GET /v1/openapi.json is OpenAPI 3.1, version 1.0.0, built from the request schemas", async () => {
+    const reply = await target().client.call("GET", "/v1/openapi.json");
+    expect(reply.status).toBe(200);
+    expect(reply.body.openapi).toBe("3.1.0");
+    expect(reply.body.info.version).toBe("1.0.0");
+    const send = reply.body.paths["/v1/send"].post;
+    expect(send.requestBody.content["application/json"].schema.required).toEqual(expect.arrayContaining(["code", "text"]));
+    expect(Object.keys(send.responses)).toEqual(expect.arrayContaining(["200", "400", "401", "404", "409", "429"]));
+  });
+
+  it("the join page gives instructions as markdown by default and HTML on request, without taking the seat", async () => {
+    const { client } = target();
+    const opened = (await client.open()).body;
+    const markdown = await client.call("GET", new URL(opened.join_url).pathname);
+    expect(markdown.status).toBe(200);
+    expect(markdown.headers.get("content-type")).toMatch(/^text\/markdown/);
+    expect(markdown.text).toContain(opened.code);
+    expect(markdown.text).toMatch(/duet skill is installed/);
+    const html = await client.call("GET", `/join/${opened.code.toUpperCase()}`, { headers: { accept: "text/html,application/xhtml+xml" } });
+    expect(html.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(html.text).toContain(`<code>${opened.code}</code>`);
+    expect((await client.status(opened.code, opened.token)).body.peer_joined).toBe(false);
+    expect((await client.join(opened.code)).status).toBe(200);
+  });
+
+  it("healthz and readyz answer 200 while the store answers", async () => {
+    expect((await target().client.call("GET", "/healthz")).body).toEqual({ ok: true });
+    expect((await target().client.call("GET", "/readyz")).body).toEqual({ ready: true });
+  });
+
+  it("sets helmet's security headers and no X-Powered-By", async () => {
+    const reply = await target().client.call("GET", "/v1/stats");
+    expect(reply.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(reply.headers.get("x-powered-by")).toBeNull();
+  });
+});

@@ -1,0 +1,32 @@
+// Per-IP rate limits: all room calls, and the stricter budget for open and join. On Redis
+// every node shares one count.
+import { forEachTarget } from "../support/targets";
+
+forEachTarget(
+  (target) => {
+    it("answers 429 rate_limited with Retry-After once the room budget (open and join) is spent", async () => {
+      const { client } = target();
+      const replies = [];
+      for (let i = 0; i < 5; i++) replies.push(await client.open());
+      expect(replies.slice(0, 3).map((r) => r.status)).toEqual([200, 200, 200]);
+      const limited = replies[3]!;
+      expect(limited.status).toBe(429);
+      expect(limited.body.error).toBe("rate_limited");
+      expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      expect(replies[4]!.status).toBe(429);
+    });
+
+    it("counts every room call against the general budget, then lets the caller back after the window", async () => {
+      const { client } = target();
+      let limited;
+      for (let i = 0; i < 30 && !limited; i++) {
+        const reply = await client.call("GET", "/v1/status", { query: { code: "zzzz-zzzz-zzzz" }, token: "t" });
+        if (reply.status === 429) limited = reply;
+      }
+      expect(limited?.body.error).toBe("rate_limited");
+      await new Promise((r) => setTimeout(r, Number(limited!.headers.get("retry-after")) * 1000 + 200));
+      expect((await client.call("GET", "/v1/status", { query: { code: "zzzz-zzzz-zzzz" }, token: "t" })).status).toBe(404);
+    });
+  },
+  { env: { RATE_LIMIT_ROOMS: "3", RATE_LIMIT_REQUESTS: "20", RATE_LIMIT_WINDOW_SECONDS: "2" } },
+);

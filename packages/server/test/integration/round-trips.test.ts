@@ -1,0 +1,94 @@
+// Redis round trips per operation, counted by Redis itself (INFO commandstats) on a Redis
+// of this test's own. These are the figures in the README's "Redis cost" table.
+import { Redis } from "ioredis";
+import { spawnRedis, type SpawnedRedis } from "../support/redis-server";
+import { startTarget, type RelayTarget } from "../support/targets";
+
+let redis: SpawnedRedis;
+let admin: Redis;
+let monitor: Redis;
+let target: RelayTarget;
+
+// MONITOR shows every command a client sent; commands a script ran inside Redis carry the
+// source "lua" and are not round trips.
+let seen: string[] = [];
+
+/** Top-level commands the relay sent to Redis while work ran, by name. */
+async function countDuring(work: () => Promise<unknown>): Promise<Record<string, number>> {
+  await new Promise((r) => setTimeout(r, 50));
+  seen = [];
+  await work();
+  await new Promise((r) => setTimeout(r, 50));
+  const counts: Record<string, number> = {};
+  for (const name of seen) counts[name] = (counts[name] ?? 0) + 1;
+  return counts;
+}
+
+const total = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
+
+beforeAll(async () => {
+  redis = await spawnRedis();
+  admin = new Redis(redis.url);
+  monitor = await admin.monitor();
+  monitor.on("monitor", (_time: string, args: string[], source: string) => {
+    if (source !== "lua") seen.push(args[0]!.toLowerCase());
+  });
+  target = await startTarget("redis", { REDIS_URL: redis.url });
+});
+afterAll(async () => {
+  await target?.close();
+  monitor?.disconnect();
+  admin?.disconnect();
+  await redis?.stop();
+});
+
+describe("Redis round trips per operation (rate limits off)", () => {
+  const figures: Record<string, Record<string, number>> = {};
+  afterAll(() => {
+    // eslint-disable-next-line no-console
+    console.log(`Redis commands per operation:\n${Object.entries(figures).map(([op, c]) => `  ${op}: ${JSON.stringify(c)}`).join("\n")}`);
+  });
+
+  it("open, join, send, ack, status and close are one script call each", async () => {
+    const { client } = target;
+    let code = "";
+    let a = "";
+    let b = "";
+    figures.open = await countDuring(async () => {
+      const opened = (await client.open()).body;
+      code = opened.code;
+      a = opened.token;
+    });
+    figures.join = await countDuring(async () => (b = (await client.join(code)).body.token));
+    let id = "";
+    figures.send = await countDuring(async () => (id = (await client.send(code, a, "hello")).body.id));
+    figures["recv (finds messages)"] = await countDuring(() => client.recv(code, b, 25_000));
+    figures.ack = await countDuring(() => client.ack(code, b, [id]));
+    figures.status = await countDuring(() => client.status(code, a));
+    figures.close = await countDuring(() => client.close(code, a));
+    for (const op of ["open", "join", "send", "recv (finds messages)", "ack", "status", "close"]) {
+      expect({ op, commands: total(figures[op]!) }).toEqual({ op, commands: 1 });
+      expect(Object.keys(figures[op]!)[0]).toMatch(/^evalsha$|^eval$/);
+    }
+  });
+
+  it("a recv that waits costs a read, its subscribe, a read after it, a re-read after the wake, and its unsubscribe", async () => {
+    const { client } = target;
+    const room = await client.pairedRoom();
+    figures["recv (waits, then woken)"] = await countDuring(async () => {
+      const waiting = client.recv(room.code, room.b, 20_000);
+      await new Promise((r) => setTimeout(r, 200));
+      await client.send(room.code, room.a, "wake");
+      expect((await waiting).body.messages).toHaveLength(1);
+    });
+    const counts = figures["recv (waits, then woken)"]!;
+    expect(counts.ssubscribe).toBe(1);
+    expect(counts.sunsubscribe).toBe(1);
+    expect(counts.evalsha).toBe(4); // read, read after subscribing, the send, re-read after the wake
+  });
+
+  it("the tally is one HMGET per hash tag, sent together", async () => {
+    figures.stats = await countDuring(() => target.client.stats());
+    expect(figures.stats).toEqual({ hmget: 1024 });
+  });
+});

@@ -1,0 +1,145 @@
+// Many stateless nodes on one Redis or one Redis Cluster: wake-ups cross nodes, lost
+// wake-ups cannot strand a recv, and a node's Redis connections do not grow with its load.
+import { Redis } from "ioredis";
+import { spawnRedis, type SpawnedRedis } from "../support/redis-server";
+import { startTarget, type RelayTarget, type TargetKind } from "../support/targets";
+
+const MULTI_NODE: TargetKind[] = ["redis-3-nodes", "cluster-3-nodes"];
+
+/** Admin connections to every Redis process behind a target. */
+function adminClients(kind: TargetKind): Redis[] {
+  if (kind.startsWith("cluster")) {
+    return process.env.REDIS_CLUSTER_NODES!.split(",").map((seed) => {
+      const [host, port] = seed.split(":");
+      return new Redis(Number(port), host!);
+    });
+  }
+  return [new Redis(process.env.REDIS_URL!)];
+}
+
+describe.each(MULTI_NODE)("on %s", (kind) => {
+  describe("wake-up races", () => {
+    let target: RelayTarget;
+    // A lost wake-up would show as a recv that waits for its whole wait: no safety re-check.
+    beforeAll(async () => void (target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" })));
+    afterAll(() => target?.close());
+
+    it("1,000 send/recv pairs on different nodes, recv started just before the send: every recv returns its message at once", async () => {
+      const { client } = target;
+      const rooms = await Promise.all(Array.from({ length: 50 }, () => client.pairedRoom()));
+      const slow: number[] = [];
+      let delivered = 0;
+      await Promise.all(
+        rooms.map(async (room, r) => {
+          for (let i = 0; i < 20; i++) {
+            const started = Date.now();
+            // Node (r + i) % 3 holds the recv, the next node takes the send.
+            const waiting = client.recv(room.code, room.b, 15_000, { node: r + i });
+            const sent = await client.send(room.code, room.a, `pair ${r}/${i}`, undefined, { node: r + i + 1 });
+            const received = await waiting;
+            const took = Date.now() - started;
+            if (took > 5000) slow.push(took);
+            expect(received.body.messages).toEqual([{ id: sent.body.id, from: "a", text: `pair ${r}/${i}` }]);
+            delivered++;
+            await client.ack(room.code, room.b, [sent.body.id], { node: r + i + 2 });
+          }
+        }),
+      );
+      expect(delivered).toBe(1000);
+      expect(slow).toEqual([]);
+    }, 120_000);
+  });
+
+  describe("subscriber loss", () => {
+    let target: RelayTarget;
+    beforeAll(async () => void (target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "2" })));
+    afterAll(() => target?.close());
+
+    it("CLIENT KILL TYPE pubsub while recvs wait: every message is still delivered within the re-check interval", async () => {
+      const { client } = target;
+      const rooms = await Promise.all(Array.from({ length: 30 }, () => client.pairedRoom()));
+      const waiting = rooms.map((room, i) => {
+        const started = Date.now();
+        return client.recv(room.code, room.b, 20_000, { node: i }).then((reply) => ({ reply, started, finished: Date.now() }));
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      const admins = adminClients(kind);
+      let killed = 0;
+      for (const admin of admins) killed += Number(await admin.call("CLIENT", "KILL", "TYPE", "pubsub"));
+      admins.forEach((admin) => admin.disconnect());
+      expect(killed).toBeGreaterThanOrEqual(3); // every node lost its subscriber(s)
+      const sentAt = Date.now();
+      const sent = await Promise.all(rooms.map((room, i) => client.send(room.code, room.a, `after kill ${i}`, undefined, { node: i + 1 })));
+      const results = await Promise.all(waiting);
+      results.forEach(({ reply }, i) => expect(reply.body.messages).toEqual([{ id: sent[i]!.body.id, from: "a", text: `after kill ${i}` }]));
+      const worstDelay = Math.max(...results.map(({ finished }) => finished - sentAt));
+      expect(worstDelay).toBeLessThan(2000 + 1500);
+    }, 60_000);
+  });
+
+  describe("closing across nodes", () => {
+    let target: RelayTarget;
+    beforeAll(async () => void (target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" })));
+    afterAll(() => target?.close());
+
+    it("a close on one node ends the recvs waiting on every node with 404", async () => {
+      const { client } = target;
+      const room = await client.pairedRoom();
+      const waiting = [0, 1, 2].map((node) => client.recv(room.code, node % 2 ? room.a : room.b, 15_000, { node }));
+      await new Promise((r) => setTimeout(r, 300));
+      const started = Date.now();
+      expect((await client.close(room.code, room.a, false, { node: 1 })).status).toBe(200);
+      for (const reply of await Promise.all(waiting)) expect(reply.status).toBe(404);
+      expect(Date.now() - started).toBeLessThan(3000);
+    });
+
+    it("status, peer_active and stats are the same whichever node answers", async () => {
+      const { client } = target;
+      const room = await client.pairedRoom();
+      await client.send(room.code, room.a, "x", undefined, { node: 0 });
+      const statuses = await Promise.all([0, 1, 2].map((node) => client.status(room.code, room.b, { node })));
+      for (const status of statuses) expect({ ...status.body, expires_in: 0 }).toEqual({ ...statuses[0]!.body, expires_in: 0 });
+      expect(statuses[0]!.body).toMatchObject({ peer_active: true, pending_in: 1 });
+      const stats = await Promise.all([0, 1, 2].map((node) => client.stats({ node })));
+      for (const reply of stats) expect(reply.body).toEqual(stats[0]!.body);
+    });
+  });
+});
+
+describe("Redis connections per node", () => {
+  let redis: SpawnedRedis;
+  let admin: Redis;
+  let target: RelayTarget;
+  beforeAll(async () => {
+    redis = await spawnRedis(["--maxclients", "10000"]);
+    admin = new Redis(redis.url);
+    target = await startTarget("redis", { REDIS_URL: redis.url });
+  });
+  afterAll(async () => {
+    await target?.close();
+    admin?.disconnect();
+    await redis?.stop();
+  });
+
+  const relayConnections = async () => ((await admin.call("CLIENT", "LIST")) as string).split("\n").filter((line) => line && !line.includes("cmd=client|list")).length;
+
+  it("stays constant from 0 to 1,000 waiting recvs: one command connection and one subscriber", async () => {
+    const { client } = target;
+    const idle = await relayConnections();
+    const rooms = await Promise.all(Array.from({ length: 1000 }, () => client.pairedRoom()));
+    const abort = new AbortController();
+    const waiting = rooms.map((room) => client.recv(room.code, room.b, 20_000, { signal: abort.signal }).catch(() => undefined));
+    // Until all 1,000 rooms' channels are subscribed: every recv is waiting.
+    const subscribed = async () => ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
+    for (const deadline = Date.now() + 30_000; (await subscribed()) < 1000 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 100));
+    expect(await subscribed()).toBe(1000);
+    const loaded = await relayConnections();
+    // eslint-disable-next-line no-console
+    console.log(`Redis connections of one node: ${idle} with 0 waiting recvs, ${loaded} with 1,000`);
+    expect(idle).toBe(2);
+    expect(loaded).toBe(2);
+    abort.abort();
+    await Promise.all(waiting);
+  }, 90_000);
+});
+
