@@ -73,8 +73,12 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     spinner.start(`${what}: ${reason[event.reason]}`);
   };
 
-  /** The room a command acts on: --code, else the only room in the state file. */
-  const roomFor = (options: GlobalOptions): RoomEntry => {
+  /**
+   * The room a command acts on: --code, else the only room in the state file. With several,
+   * entries whose room is gone (expired while nobody looked) are dropped first, so stale
+   * entries never make a command ambiguous.
+   */
+  const roomFor = async (options: GlobalOptions): Promise<RoomEntry> => {
     if (options.code !== undefined) {
       const room = extractRoomCode(options.code);
       if (!room) throw new CliError(`"${options.code}" is not a room code (like k7dq-3mxa-9z2f).`);
@@ -82,7 +86,23 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
       if (!entry) throw new CliError(`No seat in room ${room.code} in ${state.path}; run \`duet join ${room.code}\` first.`);
       return entry;
     }
-    const rooms = state.list();
+    let rooms = state.list();
+    if (rooms.length > 1) {
+      const alive = await Promise.all(
+        rooms.map(async (entry) => {
+          try {
+            await clientForRoom(options, entry).status(seatOf(entry), { timeoutMs: 5000 });
+          } catch (error) {
+            if (error instanceof DuetError && error.code === "not_found") {
+              state.remove(entry.code);
+              return false;
+            }
+          }
+          return true;
+        }),
+      );
+      rooms = rooms.filter((_, index) => alive[index]);
+    }
     if (rooms.length === 0) throw new CliError("No room yet: run `duet open`, or `duet join <code>` with the code you were given.");
     if (rooms.length > 1) throw new CliError(`Several rooms (${rooms.map((r) => r.code).join(", ")}): pass --code <code>.`);
     return rooms[0]!;
@@ -151,7 +171,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .addOption(new Option("--key <idempotency-key>", "reuse a key to retry an earlier send safely (default: a fresh one)"))
     .action(async (words: string[], sendOptions: { timeout: number; key?: string }, command: Command) => {
       const options = globals(command);
-      const entry = roomFor(options);
+      const entry = await roomFor(options);
       let text: string;
       if (words.length === 0 || (words.length === 1 && words[0] === "-")) {
         if (io.stdin.isTTY) throw new CliError("No text: pass it as arguments, or pipe it on stdin.");
@@ -179,7 +199,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .option("--ack", "acknowledge the printed messages (deletes them from the relay)")
     .action(async (recvOptions: { wait: number; ack?: boolean }, command: Command) => {
       const options = globals(command);
-      const entry = roomFor(options);
+      const entry = await roomFor(options);
       const client = clientForRoom(options, entry);
       const seat = seatOf(entry);
       if (recvOptions.wait > 0) spinner.start(`waiting up to ${Math.round(recvOptions.wait / 1000)} s for a message`);
@@ -203,7 +223,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .argument("<id...>", "message ids printed by recv --json")
     .action(async (ids: string[], _options, command: Command) => {
       const options = globals(command);
-      const entry = roomFor(options);
+      const entry = await roomFor(options);
       const result = await inRoom(entry, () => clientForRoom(options, entry).ack(seatOf(entry), ids));
       print(json ? JSON.stringify({ code: entry.code, acked: result.acked }) : `acked ${result.acked}`);
     });
@@ -215,7 +235,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .addOption(new Option("--wait <ms>", `long-poll wait per request, 0..${MAX_WAIT_MS}`).default(MAX_WAIT_MS).argParser(waitArgument))
     .action(async (watchOptions: { count?: number; wait: number }, command: Command) => {
       const options = globals(command);
-      const entry = roomFor(options);
+      const entry = await roomFor(options);
       spinner.start("waiting for messages (Ctrl-C stops)");
       try {
         await inRoom(entry, () =>
@@ -245,7 +265,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .addOption(new Option("--timeout <ms>", "give up after this long").default(300_000).argParser(positiveInteger("--timeout")))
     .action(async (waitOptions: { timeout: number }, command: Command) => {
       const options = globals(command);
-      const entry = roomFor(options);
+      const entry = await roomFor(options);
       spinner.start("waiting for the peer to join");
       const status = await inRoom(entry, () =>
         clientForRoom(options, entry).waitForPeer(seatOf(entry), { timeoutMs: waitOptions.timeout, signal: io.interrupt, onWait: showWait("waiting") }),
@@ -258,7 +278,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .description("show the room: members, time left, whether the peer joined and is active, pending counts")
     .action(async (_options, command: Command) => {
       const options = globals(command);
-      const entry = roomFor(options);
+      const entry = await roomFor(options);
       const status = await inRoom(entry, () => clientForRoom(options, entry).status(seatOf(entry)));
       print(json ? JSON.stringify({ code: entry.code, ...status }) : formatStatus(entry.code, status));
     });
@@ -269,7 +289,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .option("--force", "close even if messages are unacked (they are abandoned)")
     .action(async (closeOptions: { force?: boolean }, command: Command) => {
       const options = globals(command);
-      const entry = roomFor(options);
+      const entry = await roomFor(options);
       try {
         await clientForRoom(options, entry).close(seatOf(entry), { force: closeOptions.force === true });
       } catch (error) {

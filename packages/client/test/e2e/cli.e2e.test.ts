@@ -202,6 +202,12 @@ describe("duet CLI, two agents through the real relay", () => {
     expect(ambiguous.stderr).toMatch(/--code/);
     const code = /[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}/.exec(share)![0];
     expect((await carol.run(["status", "--code", code.toUpperCase()])).code).toBe(0);
+    // Once the peer closed the first room, its stale entry no longer makes commands ambiguous.
+    expect((await dave.run(["close", "--force"])).code).toBe(0);
+    const second = await carol.run(["--json", "status"]);
+    expect(second.code).toBe(0);
+    expect(JSON.parse(second.stdout).code).not.toBe(code);
+    expect(Object.keys(readState(carol.stateDir).rooms)).toEqual([JSON.parse(second.stdout).code]);
 
     const help = await carol.run(["--help"]);
     expect(help.code).toBe(0);
