@@ -135,7 +135,8 @@ describe("duet CLI, two agents through the real relay", () => {
     const alice = agent("alice-close");
     const bob = agent("bob-close");
     const { stdout } = await alice.run(["open"]);
-    expect(await bob.run(["join", stdout])).toMatchObject({ code: 0 });
+    // The share block can also come on stdin.
+    expect(await bob.run(["join", "-"], stdout)).toMatchObject({ code: 0 });
     alice.rememberTokens();
     bob.rememberTokens();
     const watching = bob.start(["watch", "--wait", "10000"]);
