@@ -150,11 +150,15 @@ describe("duet CLI, two agents through the real relay", () => {
 
   it("Ctrl-C stops watch promptly with exit 130", async () => {
     const alice = agent("alice-int");
+    const bob = agent("bob-int");
     const { stdout } = await alice.run(["open"]);
-    expect(stdout).toContain("duet room");
+    expect((await bob.run(["join", stdout])).code).toBe(0);
     alice.rememberTokens();
+    bob.rememberTokens();
     const watching = alice.start(["watch", "--wait", "20000"]);
-    await new Promise((r) => setTimeout(r, 500));
+    // Once it printed a message, watch is surely running its loop (and handling signals).
+    expect((await bob.run(["send", "ping"])).code).toBe(0);
+    expect(await watching.lines(1)).toEqual(["b: ping"]);
     const started = Date.now();
     watching.child.kill("SIGINT");
     const ended = await watching.done;

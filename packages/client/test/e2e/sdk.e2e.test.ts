@@ -190,14 +190,15 @@ describe.each(targets)("SDK against the relay (%s store)", (storeKind, start) =>
   it("send waits on 429 mailbox_full until the peer acks, then delivers", async () => {
     const { a, b } = await pairedRoom();
     for (let i = 0; i < MAX_PENDING_MESSAGES; i++) await client.send(a, `m${i}`);
-    const waits: string[] = [];
-    const ninth = client.send(a, "ninth", { onWait: (event) => waits.push(event.reason), timeoutMs: 15_000 });
-    await new Promise((r) => setTimeout(r, 700));
+    let refused!: () => void;
+    const waitingForSpace = new Promise<void>((resolve) => (refused = resolve));
+    const ninth = client.send(a, "ninth", { onWait: (event) => event.reason === "mailbox_full" && refused(), timeoutMs: 15_000 });
+    // The peer acks only once the send was refused and is waiting for space.
+    await waitingForSpace;
     const { messages } = await client.recv(b, { waitMs: 0 });
     expect(messages).toHaveLength(MAX_PENDING_MESSAGES);
     await client.ack(b, [messages[0]!.id]);
     const { id } = await ninth;
-    expect(waits).toContain("mailbox_full");
     const after = await client.recv(b, { waitMs: 0 });
     expect(after.messages.at(-1)).toEqual({ id, from: "a", text: "ninth" });
     await client.close(a, { force: true });
