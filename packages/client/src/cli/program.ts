@@ -232,13 +232,17 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .command("watch")
     .description("print messages as they arrive, one per line, acking each after it is printed; Ctrl-C stops")
     .addOption(new Option("--count <n>", "exit after this many messages").argParser(positiveInteger("--count")))
+    .addOption(new Option("--timeout <ms>", "stop after this long (exit 9 if --count messages did not all arrive)").argParser(positiveInteger("--timeout")))
     .addOption(new Option("--wait <ms>", `long-poll wait per request, 0..${MAX_WAIT_MS}`).default(MAX_WAIT_MS).argParser(waitArgument))
-    .action(async (watchOptions: { count?: number; wait: number }, command: Command) => {
+    .action(async (watchOptions: { count?: number; timeout?: number; wait: number }, command: Command) => {
       const options = globals(command);
       const entry = await roomFor(options);
+      const timeout = watchOptions.timeout === undefined ? undefined : AbortSignal.timeout(watchOptions.timeout);
+      const signal = timeout ? AbortSignal.any([io.interrupt, timeout]) : io.interrupt;
       spinner.start("waiting for messages (Ctrl-C stops)");
+      let handled: number;
       try {
-        await inRoom(entry, () =>
+        ({ handled } = await inRoom(entry, () =>
           clientForRoom(options, entry).receiveLoop(
             seatOf(entry),
             (message) => {
@@ -246,9 +250,9 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
               print(json ? JSON.stringify(message) : formatMessage(message));
               spinner.start("waiting for messages (Ctrl-C stops)");
             },
-            { signal: io.interrupt, maxMessages: watchOptions.count, waitMs: watchOptions.wait, onWait: showWait("watching") },
+            { signal, maxMessages: watchOptions.count, waitMs: watchOptions.wait, onWait: showWait("watching") },
           ),
-        );
+        ));
       } catch (error) {
         // The peer closing the room is how a conversation ends: not a failure of watch.
         if (error instanceof DuetError && error.code === "not_found") {
@@ -256,6 +260,9 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
           return;
         }
         throw error;
+      }
+      if (timeout?.aborted && !io.interrupt.aborted && watchOptions.count !== undefined && handled < watchOptions.count) {
+        throw new CliError(`Got ${handled} of ${watchOptions.count} messages within ${watchOptions.timeout} ms.`, EXIT.timeout, "timeout");
       }
     });
 

@@ -182,6 +182,16 @@ describe("duet CLI, two agents through the real relay", () => {
     expect(unreachable.code).toBe(3);
     expect(JSON.parse(unreachable.stderr)).toMatchObject({ error: "network", exit_code: 3 });
 
+    const { stdout: lonely } = await carol.run(["open"]);
+    carol.rememberTokens();
+    const started = Date.now();
+    const quiet = await carol.run(["--json", "watch", "--count", "1", "--timeout", "800"]);
+    expect(quiet.code).toBe(9);
+    expect(JSON.parse(quiet.stderr)).toMatchObject({ error: "timeout", exit_code: 9 });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect((await carol.run(["close"])).code).toBe(0);
+    expect(lonely).toContain("duet room");
+
     const unknown = await carol.run(["join", "zzzz-zzzz-zzzz"]);
     expect(unknown.code).toBe(4);
 
