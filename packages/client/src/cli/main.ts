@@ -2,6 +2,14 @@
 // Entry point of the `duet` command: wires the CLI to the process (argv, streams, signals).
 import { runCli } from "./program.js";
 
+// A reader that went away (`duet watch | head -1`) is not an error: stop quietly.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(signalExitCode ?? 0);
+    throw error;
+  });
+}
+
 const interrupt = new AbortController();
 let signalExitCode: number | undefined;
 for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
