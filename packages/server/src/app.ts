@@ -8,7 +8,8 @@ import { apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { RelayMetrics } from "./metrics.js";
 import { WaitingRecvs } from "./realtime/wait-for-messages.js";
-import type { RoomStore } from "./store/room-store.js";
+import { CachedTally } from "./store/cached-tally.js";
+import type { RoomStore, StoreTally } from "./store/room-store.js";
 import { errorHandler } from "./http/error-handler.js";
 import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";
 import { rateLimiter } from "./http/rate-limit.js";
@@ -40,7 +41,8 @@ export function createApp(deps: AppDeps): DuetApp {
   const app = express() as DuetApp;
   const waitingRecvs = new WaitingRecvs(store);
   app.locals.waitingRecvs = waitingRecvs;
-  const metrics = new RelayMetrics({ waitingRecvs: () => waitingRecvs.size, processMetrics: deps.processMetrics });
+  const cachedTally = new CachedTally(store, config.statsCacheMs);
+  const metrics = new RelayMetrics({ waitingRecvs: () => waitingRecvs.size, tally: () => cachedTally.read(), processMetrics: deps.processMetrics });
   app.locals.metrics = metrics;
 
   app.disable("x-powered-by");
@@ -78,7 +80,8 @@ export function createApp(deps: AppDeps): DuetApp {
   app.get("/v1/openapi.json", (req, res) => void res.json(buildOpenApiDocument(baseUrl(req))));
   app.get("/v1/stats", publicLimiter, async (_req, res, next) => {
     try {
-      const stats: StatsResponse = await store.getStats();
+      const tally = await cachedTally.read();
+      const stats: StatsResponse = { sessions: tally.sessions, paired: tally.paired, messages: tally.messages, bytes: tally.bytes, rooms_open: tally.roomsOpen };
       res.json(stats);
     } catch (error) {
       next(error);

@@ -87,8 +87,8 @@ describe("Redis round trips per operation (rate limits off)", () => {
     expect(counts.evalsha).toBe(4); // read, read after subscribing, the send, re-read after the wake
   });
 
-  it("the tally is one HMGET per hash tag, sent together", async () => {
+  it("the tally is one HMGET and one ZCOUNT per hash tag, sent together", async () => {
     figures.stats = await countDuring(() => target.client.stats());
-    expect(figures.stats).toEqual({ hmget: 1024 });
+    expect(figures.stats).toEqual({ hmget: 1024, zcount: 1024 });
   });
 });

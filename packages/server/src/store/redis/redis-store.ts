@@ -7,7 +7,6 @@ import {
   PEER_ACTIVE_WINDOW_MS,
   type Message,
   type Seat,
-  type StatsResponse,
 } from "@duet/protocol";
 import { ApiError, apiError } from "../../errors.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken } from "../credentials.js";
@@ -19,6 +18,7 @@ import type {
   SeatCredentials,
   SeatGrant,
   SendInput,
+  StoreTally,
   WakeupBus,
 } from "../room-store.js";
 import type { RedisClient } from "./connection.js";
@@ -90,8 +90,7 @@ export class RedisRoomStore implements RoomStore {
       for (;;) {
         const code = mintRoomCode();
         const token = mintSeatToken();
-        const [room] = this.keys.room(code);
-        const expiresInMs = await this.client.duetOpen(room, this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs);
+        const expiresInMs = await this.client.duetOpen(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs);
         if (expiresInMs >= 0) return { code, seat: "a", token, expiresInMs };
       }
     });
@@ -164,21 +163,29 @@ export class RedisRoomStore implements RoomStore {
 
   closeRoom(seat: SeatCredentials, force: boolean): Promise<void> {
     return this.run(async () => {
-      const status = await this.client.duetClose(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, force ? "1" : "0", this.keys.wakeChannel(seat.code));
+      const status = await this.client.duetClose(...this.keys.room(seat.code), this.keys.tallyFor(seat.code), seat.tokenHash, this.idleMs, force ? "1" : "0", this.keys.wakeChannel(seat.code));
       if (status < 0) throw failureOf(status, () => apiError("unread"));
     });
   }
 
-  getStats(): Promise<StatsResponse> {
+  getStats(): Promise<StoreTally> {
     return this.run(async () => {
-      // One HMGET per tag; auto-pipelining sends them together (grouped per node in a cluster).
-      const rows = await Promise.all(this.keys.allTallies().map((key) => this.client.hmget(key, "sessions", "paired", "messages", "bytes")));
-      const totals = { sessions: 0, paired: 0, messages: 0, bytes: 0 };
-      for (const [sessions, paired, messages, bytes] of rows) {
+      // Two commands per tag; auto-pipelining sends them together (grouped per node in a
+      // cluster). Callers cache the result (see CachedTally): this is not per-request work.
+      const now = Date.now();
+      const rows = await Promise.all(
+        this.keys.allTallies().map(({ tally, live }) =>
+          Promise.all([this.client.hmget(tally, "sessions", "paired", "messages", "bytes", "closed"), this.client.zcount(live, `(${now}`, "+inf")]),
+        ),
+      );
+      const totals: StoreTally = { sessions: 0, paired: 0, messages: 0, bytes: 0, closed: 0, roomsOpen: 0 };
+      for (const [[sessions, paired, messages, bytes, closed], open] of rows) {
         totals.sessions += Number(sessions ?? 0);
         totals.paired += Number(paired ?? 0);
         totals.messages += Number(messages ?? 0);
         totals.bytes += Number(bytes ?? 0);
+        totals.closed += Number(closed ?? 0);
+        totals.roomsOpen += open;
       }
       return totals;
     });
