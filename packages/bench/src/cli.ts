@@ -1,0 +1,190 @@
+// `pnpm bench`: every scenario in one run, on our own Redis, with the servers as child
+// processes; writes results/latest.json, results/latest.md and results/chart.svg and prints
+// the table. `--smoke` runs each scenario for a moment (CI: the harness cannot rot) and
+// writes to results/smoke/ instead.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus, totalmem } from "node:os";
+import { join } from "node:path";
+import { LOAD_CPU, duetEnv, pin, pinningWorks, startRedis, startServer, type ServerProcess } from "./processes.js";
+import { chart, markdown, TARGET_NAMES, type RunResults, type Target, type TargetCheck } from "./report.js";
+import { runCapacity } from "./scenarios/capacity.js";
+import { runCycle, type CycleResult } from "./scenarios/message-cycle.js";
+import { commandStats, costOf, quietLives, redisCpuSeconds, type CommandStats } from "./scenarios/redis-cost.js";
+import { bareWakes, duetWakes, summarizeWakes } from "./scenarios/wake.js";
+import { median } from "./stats.js";
+
+const smoke = process.argv.includes("--smoke");
+const PLAN = smoke
+  ? { levels: [1, 4], warmupMs: 200, measureMs: 500, rounds: 1, roundMs: 500, wakes: 30, capacity: [200], capacityWindowMs: 1000, lives: 10 }
+  : { levels: [1, 2, 4, 8, 16, 32, 64, 128, 256], warmupMs: 500, measureMs: 2000, rounds: 5, roundMs: 3000, wakes: 1000, capacity: [1000, 5000, 10000], capacityWindowMs: 6000, lives: 300 };
+const TARGETS: Target[] = ["duet", "express", "http"];
+
+const log = (line: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+
+function machine(): string {
+  const list = cpus();
+  return `${list.length} x ${list[0]?.model.trim() ?? "unknown CPU"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB RAM`;
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  pin(process.pid, LOAD_CPU);
+  const redis = await startRedis();
+  const servers: ServerProcess[] = [];
+  const stopAll = async () => {
+    await Promise.allSettled(servers.splice(0).map((s) => s.stop()));
+  };
+  try {
+    const redisVersion = /redis_version:(\S+)/.exec(await redis.client.info("server"))?.[1] ?? "?";
+    log(`redis ${redisVersion} at ${redis.url}; pinning ${pinningWorks() ? "on" : "off"}`);
+    const duet = await startServer("duet", "duet-node.js", { env: duetEnv(redis.url) });
+    const express = await startServer("bare Express", "ceiling-node.js", { args: ["express"], env: { REDIS_URL: redis.url } });
+    const http = await startServer("bare node:http", "ceiling-node.js", { args: ["http"], env: { REDIS_URL: redis.url } });
+    servers.push(duet, express, http);
+    const origin: Record<Target, string> = { duet: duet.url, express: express.url, http: http.url };
+
+    // ---- 1 + 5: message cycle, sweep then interleaved rounds --------------------------------
+    const sweep: Record<Target, CycleResult[]> = { duet: [], express: [], http: [] };
+    const flat: Record<Target, number> = { duet: 0, express: 0, http: 0 };
+    for (const [index, rooms] of PLAN.levels.entries()) {
+      const active = TARGETS.filter((t) => flat[t] < 2);
+      if (active.length === 0) break;
+      // Rotate the order so no server always runs right after another's load.
+      for (const t of [...active.slice(index % active.length), ...active.slice(0, index % active.length)]) {
+        const result = await runCycle(origin[t], rooms, { warmupMs: PLAN.warmupMs, measureMs: PLAN.measureMs });
+        const best = Math.max(0, ...sweep[t].map((c) => c.messagesPerSecond));
+        flat[t] = result.messagesPerSecond > best * 1.05 ? 0 : flat[t] + 1;
+        sweep[t].push(result);
+        log(`cycle ${TARGET_NAMES[t]} rooms=${rooms}: ${result.messagesPerSecond.toFixed(0)} msg/s, p50 ${result.p50Ms.toFixed(2)} ms, p99 ${result.p99Ms.toFixed(2)} ms, errors ${result.errors}`);
+      }
+    }
+    const peakOf = (t: Target) => sweep[t].reduce((a, b) => (b.messagesPerSecond > a.messagesPerSecond ? b : a));
+    const peak = { duet: peakOf("duet"), express: peakOf("express"), http: peakOf("http") };
+    // Rounds at a concurrency that saturates all three, so the ratio compares throughputs.
+    const roundRooms = Math.max(peak.duet.rooms, peak.express.rooms, peak.http.rooms);
+    const perRound: Record<Target, CycleResult[]> = { duet: [], express: [], http: [] };
+    for (let round = 0; round < PLAN.rounds; round++) {
+      for (const t of [...TARGETS.slice(round % 3), ...TARGETS.slice(0, round % 3)]) {
+        perRound[t].push(await runCycle(origin[t], roundRooms, { warmupMs: PLAN.warmupMs, measureMs: PLAN.roundMs }));
+      }
+      log(`round ${round + 1}/${PLAN.rounds} at ${roundRooms} rooms: ${TARGETS.map((t) => `${t} ${perRound[t].at(-1)!.messagesPerSecond.toFixed(0)}`).join(", ")} msg/s`);
+    }
+    const summary = (t: Target) => ({
+      messagesPerSecond: median(perRound[t].map((c) => c.messagesPerSecond)),
+      p50Ms: median(perRound[t].map((c) => c.p50Ms)),
+      p99Ms: median(perRound[t].map((c) => c.p99Ms)),
+      all: perRound[t].map((c) => Math.round(c.messagesPerSecond)),
+    });
+    const rounds = { rooms: roundRooms, count: PLAN.rounds, perTarget: { duet: summary("duet"), express: summary("express"), http: summary("http") } };
+    // Per-round ratios, then their median: each round's three runs saw the same noise.
+    const ratioIn = (other: Target) => median(perRound.duet.map((c, i) => c.messagesPerSecond / perRound[other][i]!.messagesPerSecond));
+    const ratios = {
+      toExpress: ratioIn("express"),
+      toHttp: ratioIn("http"),
+      peakToExpress: peak.duet.messagesPerSecond / peak.express.messagesPerSecond,
+      peakToHttp: peak.duet.messagesPerSecond / peak.http.messagesPerSecond,
+    };
+
+    // ---- 4: Redis cost, under load then on a quiet room --------------------------------------
+    let before: CommandStats = {};
+    let cpuBefore = 0;
+    let after: CommandStats = {};
+    let cpuAfter = 0;
+    const loaded = await runCycle(duet.url, roundRooms, {
+      warmupMs: PLAN.warmupMs,
+      measureMs: PLAN.roundMs,
+      onMeasureStart: async () => {
+        [before, cpuBefore] = await Promise.all([commandStats(redis.client), redisCpuSeconds(redis.client)]);
+      },
+      onMeasureEnd: async () => {
+        [after, cpuAfter] = await Promise.all([commandStats(redis.client), redisCpuSeconds(redis.client)]);
+      },
+    });
+    // Lives completed in the window: one per delivered message (its ack follows at once).
+    const underLoad = costOf(`message-cycle load, ${roundRooms} rooms`, loaded.messages, before, after, cpuAfter - cpuBefore);
+    const quiet = await quietLives(duet, redis.client, PLAN.lives);
+    log(`redis cost: ${[...quiet, underLoad].map((c) => `${c.shape}: ${c.roundTripsTotal.toFixed(2)} trips`).join("; ")}`);
+
+    // ---- 2: wake latency ---------------------------------------------------------------------
+    const duetB = await startServer("duet B", "duet-node.js", { env: duetEnv(redis.url) });
+    const holder = await startServer("wake holder", "ceiling-node.js", { args: ["wake"], env: { REDIS_URL: redis.url } });
+    const publisher = await startServer("wake publisher", "ceiling-node.js", { args: ["wake"], env: { REDIS_URL: redis.url } });
+    servers.push(duetB, holder, publisher);
+    // Interleaved in blocks, so a noisy minute does not land on one path only.
+    const blocks = Math.max(1, Math.round(PLAN.wakes / 100));
+    const per = Math.ceil(PLAN.wakes / blocks);
+    const samples = { duet: [] as number[], bareHttp: [] as number[], bareDirect: [] as number[] };
+    for (let block = 0; block < blocks; block++) {
+      await duetWakes(duet, duetB, per, samples.duet);
+      await bareWakes(holder, per, { publisher }, samples.bareHttp);
+      await bareWakes(holder, per, { redis: redis.client }, samples.bareDirect);
+    }
+    const wake = { duet: summarizeWakes(samples.duet), bareHttp: summarizeWakes(samples.bareHttp), bareDirect: summarizeWakes(samples.bareDirect), p99Ratio: 0 };
+    wake.p99Ratio = wake.duet.p99Ms / wake.bareHttp.p99Ms;
+    log(`wake p50/p99 ms: duet ${wake.duet.p50Ms.toFixed(2)}/${wake.duet.p99Ms.toFixed(2)}, bare ${wake.bareHttp.p50Ms.toFixed(2)}/${wake.bareHttp.p99Ms.toFixed(2)}, direct ${wake.bareDirect.p50Ms.toFixed(2)}/${wake.bareDirect.p99Ms.toFixed(2)}`);
+    await stopAll();
+
+    // ---- 3: capacity -------------------------------------------------------------------------
+    const capacity = [];
+    for (const n of PLAN.capacity) {
+      const result = await runCapacity(redis.url, redis.client, n, PLAN.capacityWindowMs);
+      capacity.push(result);
+      log(`capacity ${n}: ${result.rssPerWaitingKb.toFixed(1)} KB RSS each, eld p99 ${result.eldP99Ms.toFixed(1)} ms, redis connections ${result.redisConnectionsAt0}/${result.redisConnectionsAtN}`);
+    }
+
+    // ---- targets -----------------------------------------------------------------------------
+    const largest = capacity.at(-1)!;
+    const waitingLife = quiet.find((c) => c.shape.startsWith("recv waits"))!;
+    const readyLife = quiet[0]!;
+    const targets: TargetCheck[] = [
+      { target: "message-cycle throughput", goal: ">= 0.8 x bare Express", measured: `${ratios.toExpress.toFixed(2)} x (median of rounds); peak to peak ${ratios.peakToExpress.toFixed(2)} x`, met: ratios.toExpress >= 0.8 },
+      {
+        target: "Redis round trips per message life",
+        goal: "<= 3 plus the wake publish",
+        measured: `${readyLife.roundTripsTotal.toFixed(2)} when recv finds the message, ${waitingLife.roundTripsTotal.toFixed(2)} when it waits, ${underLoad.roundTripsTotal.toFixed(2)} under load`,
+        met: Math.max(readyLife.roundTripsTotal, waitingLife.roundTripsTotal, underLoad.roundTripsTotal) <= 3.001,
+      },
+      { target: "cross-node wake p50", goal: "< 1 ms", measured: `${wake.duet.p50Ms.toFixed(2)} ms`, met: wake.duet.p50Ms < 1 },
+      { target: "cross-node wake p99", goal: "< 1.5 x bare node:http wake p99", measured: `${wake.p99Ratio.toFixed(2)} x (${wake.duet.p99Ms.toFixed(2)} vs ${wake.bareHttp.p99Ms.toFixed(2)} ms)`, met: wake.p99Ratio < 1.5 },
+      { target: `RSS per waiting recv at ${largest.waiting}`, goal: "<= 16 KB", measured: `${largest.rssPerWaitingKb.toFixed(1)} KB`, met: largest.rssPerWaitingKb <= 16 },
+      { target: `Redis connections per node at ${largest.waiting}`, goal: "<= 3", measured: String(largest.redisConnectionsAtN), met: largest.redisConnectionsAtN <= 3 },
+      { target: `event-loop delay p99 at ${largest.waiting} waiting`, goal: "< 20 ms", measured: `${largest.eldP99Ms.toFixed(1)} ms`, met: largest.eldP99Ms < 20 },
+    ];
+
+    const results: RunResults = {
+      meta: {
+        date: new Date().toISOString(),
+        machine: machine(),
+        node: process.version,
+        redis: redisVersion,
+        pinned: pinningWorks(),
+        smoke,
+        seconds: Math.round((Date.now() - started) / 1000),
+      },
+      cycle: { sweep, peak, rounds, ratios },
+      wake,
+      capacity,
+      redisCost: { quiet, underLoad },
+      targets,
+    };
+    const dir = join(__dirname, "..", "results", smoke ? "smoke" : "");
+    mkdirSync(dir, { recursive: true });
+    const table = markdown(results);
+    writeFileSync(join(dir, "latest.json"), `${JSON.stringify(results, null, 2)}\n`);
+    writeFileSync(join(dir, "latest.md"), `# duet benchmark results\n\n${table}`);
+    writeFileSync(join(dir, "chart.svg"), chart(sweep, `duet vs its stack's ceilings, message cycle (${results.meta.date.slice(0, 10)}, ${machine()})`));
+    process.stdout.write(`${table}\n`);
+    log(`done in ${results.meta.seconds} s; wrote ${dir}`);
+  } finally {
+    await stopAll();
+    await redis.stop();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+    process.exit(1);
+  },
+);
