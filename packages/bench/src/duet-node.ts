@@ -16,6 +16,11 @@ async function main(): Promise<void> {
     if (message?.type === "stop") void relay.shutdown().finally(() => process.exit(0));
   });
   process.on("disconnect", () => void relay.shutdown().finally(() => process.exit(0)));
+  // The node listens before its Redis connections are up, and commands fail fast (no
+  // offline queue) until they are: the bench starts loading only once it is ready.
+  for (const deadline = Date.now() + 10_000; !(await relay.store.isReady()); await new Promise((r) => setTimeout(r, 20))) {
+    if (Date.now() > deadline) throw new Error("store not ready after 10 s");
+  }
   process.send?.({ type: "ready", url: relay.url });
 }
 

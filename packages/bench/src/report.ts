@@ -20,8 +20,12 @@ export interface RunResults {
   cycle: {
     sweep: Record<Target, CycleResult[]>;
     peak: Record<Target, CycleResult>;
-    rounds: { rooms: number; count: number; perTarget: Record<Target, { messagesPerSecond: number; p50Ms: number; p99Ms: number; all: number[] }> };
-    ratios: { toExpress: number; toHttp: number; peakToExpress: number; peakToHttp: number };
+    rounds: {
+      rooms: number;
+      count: number;
+      perTarget: Record<Target, { messagesPerSecond: number; p50Ms: number; p99Ms: number; serverCpuUsPerMessage: number; serverCpuShare: number; generatorCpuShare: number; all: number[] }>;
+    };
+    ratios: { toExpress: number; toHttp: number; peakToExpress: number; peakToHttp: number; cpuToExpress: number; cpuToHttp: number };
   };
   wake: { duet: WakeResult; bareHttp: WakeResult; bareDirect: WakeResult; p99Ratio: number };
   capacity: CapacityResult[];
@@ -39,16 +43,20 @@ export function markdown(r: RunResults): string {
   out.push("");
   out.push(`### Message cycle (send -> recv -> ack, both seats), ${rounds.rooms} rooms, median of ${rounds.count} interleaved rounds`);
   out.push("");
-  out.push("| Server | messages/s | send->recv p50 ms | p99 ms | ratio to bare Express | ratio to bare node:http | peak messages/s (rooms) in the sweep |");
-  out.push("|---|---|---|---|---|---|---|");
+  out.push("| Server | messages/s | send->recv p50 ms | p99 ms | ratio to bare Express | ratio to bare node:http | server CPU us per message (CPU used) | load generator CPU | peak messages/s (rooms) in the sweep |");
+  out.push("|---|---|---|---|---|---|---|---|---|");
   for (const t of ["duet", "express", "http"] as Target[]) {
     const m = rounds.perTarget[t];
     out.push(
-      `| ${TARGET_NAMES[t]} | ${n0(m.messagesPerSecond)} | ${f(m.p50Ms)} | ${f(m.p99Ms)} | ${f(m.messagesPerSecond / rounds.perTarget.express.messagesPerSecond)} | ${f(m.messagesPerSecond / rounds.perTarget.http.messagesPerSecond)} | ${n0(peak[t].messagesPerSecond)} (${peak[t].rooms}) |`,
+      `| ${TARGET_NAMES[t]} | ${n0(m.messagesPerSecond)} | ${f(m.p50Ms)} | ${f(m.p99Ms)} | ${f(m.messagesPerSecond / rounds.perTarget.express.messagesPerSecond)} | ${f(m.messagesPerSecond / rounds.perTarget.http.messagesPerSecond)} | ${n0(m.serverCpuUsPerMessage)} (${f(m.serverCpuShare * 100, 0)} %) | ${f(m.generatorCpuShare * 100, 0)} % | ${n0(peak[t].messagesPerSecond)} (${peak[t].rooms}) |`,
     );
   }
   out.push("");
-  out.push(`Peak to peak: duet / bare Express = ${f(ratios.peakToExpress)}, duet / bare node:http = ${f(ratios.peakToHttp)}. A message life is 3 HTTP calls (send, recv, ack).`);
+  out.push(
+    `Ratios are medians of per-round ratios. Peak to peak: duet / bare Express = ${f(ratios.peakToExpress)}, duet / bare node:http = ${f(ratios.peakToHttp)}. ` +
+      `By server CPU per message (the throughput one saturated core would reach): duet / bare Express = ${f(ratios.cpuToExpress)}, duet / bare node:http = ${f(ratios.cpuToHttp)}. ` +
+      "A message life is 3 HTTP calls (send, recv, ack), 4 when the recv comes back empty-handed first.",
+  );
   out.push("");
   out.push("### Wake latency across nodes (recv waiting on node B, send on node A)");
   out.push("");

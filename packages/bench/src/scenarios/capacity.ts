@@ -69,6 +69,10 @@ export async function runCapacity(redisUrl: string, redis: Redis, waiting: numbe
     if (atN.waiting < waiting) throw new Error(`recvs stopped waiting during the window (${atN.waiting} of ${waiting})`);
     abort.abort();
     await Promise.allSettled(recvs);
+    // Abandoned recvs must free their waits at once (the client went away).
+    for (const deadline = Date.now() + 10_000; (await node.metrics()).waiting > 0; await sleep(20)) {
+      if (Date.now() > deadline) throw new Error(`${(await node.metrics()).waiting} recvs still waiting 10 s after their clients left`);
+    }
     const scripts = (statsEnd.evalsha?.calls ?? 0) - (statsStart.evalsha?.calls ?? 0);
     const cpuUs = windowEnd.cpuUserUs + windowEnd.cpuSystemUs - windowStart.cpuUserUs - windowStart.cpuSystemUs;
     return {

@@ -4,6 +4,7 @@
 import { setMaxListeners } from "node:events";
 import { performance } from "node:perf_hooks";
 import { RelayClient, inBatches, type Seat } from "../client.js";
+import type { ServerProcess } from "../processes.js";
 import { summarize } from "../stats.js";
 
 export interface CycleResult {
@@ -15,6 +16,11 @@ export interface CycleResult {
   errors: number;
   /** Messages delivered in the measured window. */
   messages: number;
+  /** Server CPU time per message life (send + recv + ack), user + system. */
+  serverCpuUsPerMessage?: number;
+  /** Share of one core the server and the load generator used in the window. */
+  serverCpuShare?: number;
+  generatorCpuShare: number;
 }
 
 // About 100 bytes of text, as in the stack's baseline measurements.
@@ -27,7 +33,7 @@ const PADDING = "x".repeat(88);
 export async function runCycle(
   origin: string,
   rooms: number,
-  options: { warmupMs: number; measureMs: number; onMeasureStart?: () => Promise<void>; onMeasureEnd?: () => Promise<void> },
+  options: { warmupMs: number; measureMs: number; server?: ServerProcess; onMeasureStart?: () => Promise<void>; onMeasureEnd?: () => Promise<void> },
 ): Promise<CycleResult> {
   const client = new RelayClient(origin, rooms * 2 + 4);
   const pairs = await inBatches(rooms, 32, () => client.room());
@@ -70,16 +76,32 @@ export async function runCycle(
   const loops = pairs.flatMap(([a, b]) => [loop(a), loop(b)]);
   await new Promise((r) => setTimeout(r, options.warmupMs));
   await options.onMeasureStart?.();
+  const serverBefore = await options.server?.metrics();
+  const generatorBefore = process.cpuUsage();
   const started = performance.now();
   measuring = true;
   await new Promise((r) => setTimeout(r, options.measureMs));
   measuring = false;
   const seconds = (performance.now() - started) / 1000;
+  const generator = process.cpuUsage(generatorBefore);
+  const serverAfter = await options.server?.metrics();
   await options.onMeasureEnd?.();
+  const serverCpuUs = serverBefore && serverAfter ? serverAfter.cpuUserUs + serverAfter.cpuSystemUs - serverBefore.cpuUserUs - serverBefore.cpuSystemUs : undefined;
   stopped = true;
   abort.abort();
   await Promise.allSettled(loops);
   await client.close();
   const { p50, p99 } = summarize(latencies);
-  return { rooms, messagesPerSecond: messages / seconds, requestsPerSecond: requests / seconds, p50Ms: p50, p99Ms: p99, errors, messages };
+  return {
+    rooms,
+    messagesPerSecond: messages / seconds,
+    requestsPerSecond: requests / seconds,
+    p50Ms: p50,
+    p99Ms: p99,
+    errors,
+    messages,
+    serverCpuUsPerMessage: serverCpuUs === undefined ? undefined : serverCpuUs / messages,
+    serverCpuShare: serverCpuUs === undefined ? undefined : serverCpuUs / 1e6 / seconds,
+    generatorCpuShare: (generator.user + generator.system) / 1e6 / seconds,
+  };
 }
