@@ -211,6 +211,10 @@ async function main(): Promise<void> {
     writeFileSync(join(dir, "latest.md"), `# duet benchmark results\n\n${table}`);
     writeFileSync(join(dir, "chart.svg"), chart(sweep, `duet vs its stack's ceilings, message cycle (${results.meta.date.slice(0, 10)}, ${machine()})`));
     process.stdout.write(`${table}\n`);
+    // The harness must not rot quietly: any failed call or an empty measurement fails the run.
+    const cycles = [...Object.values(sweep).flat(), ...Object.values(perRound).flat()];
+    const broken = cycles.filter((c) => c.errors > 0 || c.messages === 0);
+    if (broken.length > 0) throw new Error(`${broken.length} message-cycle runs had errors or delivered nothing`);
     log(`done in ${results.meta.seconds} s; wrote ${dir}`);
   } finally {
     await stopAll();
