@@ -66,8 +66,9 @@ async function main(): Promise<void> {
     }
     const peakOf = (t: Target) => sweep[t].reduce((a, b) => (b.messagesPerSecond > a.messagesPerSecond ? b : a));
     const peak = { duet: peakOf("duet"), express: peakOf("express"), http: peakOf("http") };
-    // Rounds at a concurrency that saturates all three, so the ratio compares throughputs.
-    const roundRooms = Math.max(peak.duet.rooms, peak.express.rooms, peak.http.rooms);
+    // Rounds at the middle one of the three peak concurrencies: saturating, and one peak that
+    // noise pushed far out does not drag every round to hundreds of rooms.
+    const roundRooms = [peak.duet.rooms, peak.express.rooms, peak.http.rooms].sort((a, b) => a - b)[1]!;
     const perRound: Record<Target, CycleResult[]> = { duet: [], express: [], http: [] };
     for (let round = 0; round < PLAN.rounds; round++) {
       for (const t of [...TARGETS.slice(round % 3), ...TARGETS.slice(0, round % 3)]) {
@@ -82,6 +83,9 @@ async function main(): Promise<void> {
       serverCpuUsPerMessage: median(perRound[t].map((c) => c.serverCpuUsPerMessage ?? Number.NaN)),
       serverCpuShare: median(perRound[t].map((c) => c.serverCpuShare ?? Number.NaN)),
       generatorCpuShare: median(perRound[t].map((c) => c.generatorCpuShare)),
+      // Per-round ratios, then their median: each round's three runs saw the same noise.
+      ratioToExpress: median(perRound[t].map((c, i) => c.messagesPerSecond / perRound.express[i]!.messagesPerSecond)),
+      ratioToHttp: median(perRound[t].map((c, i) => c.messagesPerSecond / perRound.http[i]!.messagesPerSecond)),
       all: perRound[t].map((c) => Math.round(c.messagesPerSecond)),
     });
     const rounds = { rooms: roundRooms, count: PLAN.rounds, perTarget: { duet: summary("duet"), express: summary("express"), http: summary("http") } };
@@ -131,8 +135,8 @@ async function main(): Promise<void> {
           [after, cpuAfter] = await Promise.all([commandStats(costRedis.client), redisCpuSeconds(costRedis.client)]);
         },
       });
-      // Lives completed in the window: one per delivered message (its ack follows at once).
-      underLoad = costOf(`message-cycle load, ${roundRooms} rooms`, loaded.messages, before, after, cpuAfter - cpuBefore);
+      // One life per send accepted in the window: in steady state as many are received and acked.
+      underLoad = costOf(`message-cycle load, ${roundRooms} rooms`, loaded.sends, before, after, cpuAfter - cpuBefore);
       await costNode.stop();
     } finally {
       await costRedis.stop();

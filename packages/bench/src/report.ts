@@ -23,7 +23,7 @@ export interface RunResults {
     rounds: {
       rooms: number;
       count: number;
-      perTarget: Record<Target, { messagesPerSecond: number; p50Ms: number; p99Ms: number; serverCpuUsPerMessage: number; serverCpuShare: number; generatorCpuShare: number; all: number[] }>;
+      perTarget: Record<Target, { messagesPerSecond: number; p50Ms: number; p99Ms: number; serverCpuUsPerMessage: number; serverCpuShare: number; generatorCpuShare: number; ratioToExpress: number; ratioToHttp: number; all: number[] }>;
     };
     ratios: { toExpress: number; toHttp: number; peakToExpress: number; peakToHttp: number; cpuToExpress: number; cpuToHttp: number };
   };
@@ -48,7 +48,7 @@ export function markdown(r: RunResults): string {
   for (const t of ["duet", "express", "http"] as Target[]) {
     const m = rounds.perTarget[t];
     out.push(
-      `| ${TARGET_NAMES[t]} | ${n0(m.messagesPerSecond)} | ${f(m.p50Ms)} | ${f(m.p99Ms)} | ${f(m.messagesPerSecond / rounds.perTarget.express.messagesPerSecond)} | ${f(m.messagesPerSecond / rounds.perTarget.http.messagesPerSecond)} | ${n0(m.serverCpuUsPerMessage)} (${f(m.serverCpuShare * 100, 0)} %) | ${f(m.generatorCpuShare * 100, 0)} % | ${n0(peak[t].messagesPerSecond)} (${peak[t].rooms}) |`,
+      `| ${TARGET_NAMES[t]} | ${n0(m.messagesPerSecond)} | ${f(m.p50Ms)} | ${f(m.p99Ms)} | ${f(m.ratioToExpress)} | ${f(m.ratioToHttp)} | ${n0(m.serverCpuUsPerMessage)} (${f(m.serverCpuShare * 100, 0)} %) | ${f(m.generatorCpuShare * 100, 0)} % | ${n0(peak[t].messagesPerSecond)} (${peak[t].rooms}) |`,
     );
   }
   out.push("");

@@ -16,6 +16,8 @@ export interface CycleResult {
   errors: number;
   /** Messages delivered in the measured window. */
   messages: number;
+  /** Sends accepted in the measured window (each starts one message life). */
+  sends: number;
   /** Server CPU time per message life (send + recv + ack), user + system. */
   serverCpuUsPerMessage?: number;
   /** Share of one core the server and the load generator used in the window. */
@@ -45,6 +47,7 @@ export async function runCycle(
   const latencies: number[] = [];
   let messages = 0;
   let requests = 0;
+  let sends = 0;
   let errors = 0;
 
   const loop = async (me: Seat) => {
@@ -52,7 +55,10 @@ export async function runCycle(
       try {
         const sentAt = performance.now();
         await client.send(me, `${sentAt.toFixed(3)} ${PADDING}`, abort.signal);
-        if (measuring) requests++;
+        if (measuring) {
+          requests++;
+          sends++;
+        }
         let got: { id: string; text: string }[] = [];
         while (got.length === 0 && !stopped) {
           got = await client.recv(me, 25_000, abort.signal);
@@ -100,6 +106,7 @@ export async function runCycle(
     p99Ms: p99,
     errors,
     messages,
+    sends,
     serverCpuUsPerMessage: serverCpuUs === undefined ? undefined : serverCpuUs / messages,
     serverCpuShare: serverCpuUs === undefined ? undefined : serverCpuUs / 1e6 / seconds,
     generatorCpuShare: (generator.user + generator.system) / 1e6 / seconds,
