@@ -34,7 +34,10 @@ export async function duetConnections(redis: Redis): Promise<number> {
   return list.split("\n").filter((line) => line.startsWith("id=") && / name= /.test(line)).length;
 }
 
-const RAMP_BATCH = 500;
+// Recvs arrive in batches of this many. Their 5 s re-check timers have no jitter, so each
+// batch re-reads Redis in step every 5 s: the batch size sets the size of those bursts
+// (500 gave bursts that held the loop for 30-130 ms on this machine; see PROFILE.md).
+const RAMP_BATCH = 100;
 
 export async function runCapacity(redisUrl: string, redis: Redis, waiting: number, windowMs: number): Promise<CapacityResult> {
   const node = await startServer(`duet capacity ${waiting}`, "duet-node.js", { env: duetEnv(redisUrl) });
