@@ -3,7 +3,7 @@
 // the table. `--smoke` runs each scenario for a moment (CI: the harness cannot rot) and
 // writes to results/smoke/ instead.
 import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { join } from "node:path";
 import { LOAD_CPU, duetEnv, pin, pinningWorks, startRedis, startServer, type ServerProcess } from "./processes.js";
 import { chart, markdown, TARGET_NAMES, type RunResults, type Target, type TargetCheck } from "./report.js";
@@ -28,6 +28,8 @@ function machine(): string {
 
 async function main(): Promise<void> {
   const started = Date.now();
+  // The machine is shared: other work running beside the bench shows in the load average.
+  const loadBefore = loadavg()[0]!;
   pin(process.pid, LOAD_CPU);
   const redis = await startRedis();
   const servers: ServerProcess[] = [];
@@ -176,7 +178,14 @@ async function main(): Promise<void> {
     const readyLife = quiet[0]!;
     const limitedLife = quiet.find((c) => c.shape.endsWith("rate limits on"));
     const targets: TargetCheck[] = [
-      { target: "message-cycle throughput", goal: ">= 0.8 x bare Express", measured: `${ratios.toExpress.toFixed(2)} x (median of rounds); peak to peak ${ratios.peakToExpress.toFixed(2)} x; by server CPU per message ${ratios.cpuToExpress.toFixed(2)} x`, met: ratios.toExpress >= 0.8 },
+      {
+        target: "message-cycle throughput",
+        goal: ">= 0.8 x bare Express, in the rounds' throughput and in server CPU per message",
+        measured: `${ratios.toExpress.toFixed(2)} x (median of per-round ratios); by server CPU per message ${ratios.cpuToExpress.toFixed(2)} x; peak to peak ${ratios.peakToExpress.toFixed(2)} x`,
+        // Throughput alone swings by +-0.15 between runs on this machine; CPU per message (its
+        // inverse at saturation) does not, so both must clear the bar.
+        met: ratios.toExpress >= 0.8 && ratios.cpuToExpress >= 0.8,
+      },
       {
         target: "Redis round trips per message life (rate limits off)",
         goal: "<= 3 plus the wake publish; a recv that waits adds its re-read after the wake",
@@ -201,6 +210,7 @@ async function main(): Promise<void> {
         pinned: pinningWorks(),
         smoke,
         seconds: Math.round((Date.now() - started) / 1000),
+        loadAverage: { before: Number(loadBefore.toFixed(2)), after: Number(loadavg()[0]!.toFixed(2)) },
       },
       cycle: { sweep, peak, rounds, ratios },
       wake,

@@ -16,7 +16,7 @@ export interface TargetCheck {
 }
 
 export interface RunResults {
-  meta: { date: string; machine: string; node: string; redis: string; pinned: boolean; smoke: boolean; seconds?: number };
+  meta: { date: string; machine: string; node: string; redis: string; pinned: boolean; smoke: boolean; seconds?: number; loadAverage?: { before: number; after: number } };
   cycle: {
     sweep: Record<Target, CycleResult[]>;
     peak: Record<Target, CycleResult>;
@@ -39,7 +39,7 @@ const n0 = (value: number) => (Number.isFinite(value) ? Math.round(value).toLoca
 export function markdown(r: RunResults): string {
   const out: string[] = [];
   const { rounds, ratios, peak } = r.cycle;
-  out.push(`Machine: ${r.meta.machine}; Node ${r.meta.node}; Redis ${r.meta.redis}; servers pinned to CPU0, load generator and Redis to CPU1: ${r.meta.pinned ? "yes" : "no"}. Run ${r.meta.date}${r.meta.smoke ? " (SMOKE: tiny, not figures)" : ""}.`);
+  out.push(`Machine: ${r.meta.machine}; Node ${r.meta.node}; Redis ${r.meta.redis}; servers pinned to CPU0, load generator and Redis to CPU1: ${r.meta.pinned ? "yes" : "no"}. Run ${r.meta.date}${r.meta.smoke ? " (SMOKE: tiny, not figures)" : ""}; 1-minute load average ${r.meta.loadAverage?.before ?? "?"} before, ${r.meta.loadAverage?.after ?? "?"} after (2 cores; other work on the machine raises it).`);
   out.push("");
   out.push(`### Message cycle (send -> recv -> ack, both seats), ${rounds.rooms} rooms, median of ${rounds.count} interleaved rounds`);
   out.push("");

@@ -21,6 +21,4 @@ export function median(values: number[]): number {
   return finite.length % 2 ? finite[mid]! : (finite[mid - 1]! + finite[mid]!) / 2;
 }
 
-export const round = (value: number, digits = 2) => (Number.isFinite(value) ? Number(value.toFixed(digits)) : null);
-
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
