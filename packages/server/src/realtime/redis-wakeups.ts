@@ -1,6 +1,7 @@
 // Cross-node wake-ups over Redis sharded pub/sub. One subscriber connection per node; a
 // room's channel is subscribed when the room gets its first local waiter and unsubscribed
-// after its last (reference-counted). A message is only a wake-up: waiters re-read Redis.
+// a while after its last (reference-counted, with a linger: see LINGER_MS). A message is
+// only a wake-up: waiters re-read Redis.
 import { Redis, type Cluster } from "ioredis";
 import { setTimeout as delay } from "node:timers/promises";
 import { apiError } from "../errors.js";
@@ -11,7 +12,13 @@ type Listener = (event: WakeEvent) => void;
 interface Subscription {
   listeners: Set<Listener>;
   confirmed: Promise<unknown>;
+  idleTimer?: NodeJS.Timeout;
 }
+
+// A room's channel stays subscribed this long after its last waiter left. Agents loop recv
+// after recv, so the next one finds the channel subscribed and a message life costs three
+// script calls instead of five (no SSUBSCRIBE before the read, no SUNSUBSCRIBE after).
+const LINGER_MS = 30_000;
 
 export class RedisWakeupBus implements WakeupBus {
   private readonly subscriptions = new Map<string, Subscription>();
@@ -20,6 +27,7 @@ export class RedisWakeupBus implements WakeupBus {
   constructor(
     private readonly subscriber: Redis | Cluster,
     private readonly channelOf: (code: string) => string,
+    private readonly lingerMs = LINGER_MS,
   ) {
     subscriber.on("smessage", (channel: string, message: string) => this.deliver(channel, message as WakeEvent));
     // After a reconnect, wake-ups sent while we were away are lost: every waiter re-reads.
@@ -40,6 +48,9 @@ export class RedisWakeupBus implements WakeupBus {
     if (!subscription) {
       subscription = { listeners: new Set(), confirmed: this.subscriber.ssubscribe(channel) };
       this.subscriptions.set(channel, subscription);
+    } else if (subscription.idleTimer) {
+      clearTimeout(subscription.idleTimer);
+      subscription.idleTimer = undefined;
     }
     subscription.listeners.add(listener);
     const stop = () => this.unwatch(channel, subscription, listener);
@@ -47,6 +58,10 @@ export class RedisWakeupBus implements WakeupBus {
       await subscription.confirmed;
     } catch {
       stop();
+      if (this.subscriptions.get(channel) === subscription && subscription.listeners.size === 0) {
+        clearTimeout(subscription.idleTimer);
+        this.subscriptions.delete(channel);
+      }
       const unavailable = apiError("unavailable");
       unavailable.retryAfterSeconds = 1;
       throw unavailable;
@@ -57,10 +72,14 @@ export class RedisWakeupBus implements WakeupBus {
   private unwatch(channel: string, subscription: Subscription, listener: Listener): void {
     if (!subscription.listeners.delete(listener) || subscription.listeners.size > 0) return;
     if (this.subscriptions.get(channel) !== subscription) return;
-    this.subscriptions.delete(channel);
-    // Commands on one connection run in order, so a later SSUBSCRIBE of the same channel
-    // lands after this SUNSUBSCRIBE and wins.
-    this.subscriber.sunsubscribe(channel).catch(() => undefined);
+    subscription.idleTimer = setTimeout(() => {
+      if (subscription.listeners.size > 0 || this.subscriptions.get(channel) !== subscription) return;
+      this.subscriptions.delete(channel);
+      // Commands on one connection run in order, so a later SSUBSCRIBE of the same channel
+      // lands after this SUNSUBSCRIBE and wins.
+      this.subscriber.sunsubscribe(channel).catch(() => undefined);
+    }, this.lingerMs);
+    subscription.idleTimer.unref();
   }
 
   private deliver(channel: string, event: WakeEvent): void {

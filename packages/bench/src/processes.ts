@@ -1,0 +1,146 @@
+// The processes of a run: our own redis-server on a free port (never the shared one), the
+// duet nodes and the ceiling servers as child processes with an IPC channel, and CPU
+// pinning so the measured server and the load generator do not fight for one core.
+import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import type { MetricsRequest, NodeMetrics } from "./node-metrics.js";
+
+/** CPU of the measured servers; the load generator and Redis take the other one. */
+export const SERVER_CPU = "0";
+export const LOAD_CPU = "1";
+
+let pinning = true;
+/** Pins a process to a CPU; quietly does nothing where taskset is missing. */
+export function pin(pid: number, cpu: string): void {
+  if (!pinning) return;
+  try {
+    execFileSync("taskset", ["-a", "-p", "-c", cpu, String(pid)], { stdio: "ignore" });
+  } catch {
+    pinning = false;
+  }
+}
+export const pinningWorks = () => pinning;
+
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer().once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+
+export interface RedisProcess {
+  url: string;
+  client: Redis;
+  stop(): Promise<void>;
+}
+
+export async function startRedis(): Promise<RedisProcess> {
+  const port = await freePort();
+  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--maxclients", "50000"], {
+    stdio: "ignore",
+  });
+  const url = `redis://127.0.0.1:${port}`;
+  const client = new Redis(url, { lazyConnect: true, connectionName: "bench", maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+  client.on("error", () => undefined); // refused while redis-server starts; the loop retries
+  for (const deadline = Date.now() + 10_000; ; await new Promise((r) => setTimeout(r, 50))) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error("redis-server did not start");
+    try {
+      await client.connect();
+      break;
+    } catch {
+      client.disconnect();
+    }
+  }
+  pin(child.pid!, LOAD_CPU);
+  return {
+    url,
+    client,
+    stop: async () => {
+      client.disconnect();
+      if (child.exitCode === null) await new Promise<void>((resolve) => (child.once("exit", () => resolve()), child.kill()));
+    },
+  };
+}
+
+export interface ServerProcess {
+  name: string;
+  url: string;
+  pid: number;
+  metrics(options?: { gc?: boolean; resetEld?: boolean }): Promise<NodeMetrics>;
+  stop(): Promise<void>;
+}
+
+let nextMetricsId = 1;
+
+/** Starts dist/<script> as a child process and waits for its {type:"ready", url}. */
+export async function startServer(
+  name: string,
+  script: "duet-node.js" | "ceiling-node.js",
+  options: { args?: string[]; env?: Record<string, string>; execArgv?: string[]; cpu?: string } = {},
+): Promise<ServerProcess> {
+  const child: ChildProcess = fork(join(__dirname, script), options.args ?? [], {
+    env: { ...process.env, ...options.env },
+    execArgv: ["--expose-gc", ...(options.execArgv ?? [])],
+    // Logs go nowhere: a pino line per request is still produced (that cost is duet's),
+    // only not kept.
+    stdio: ["ignore", "ignore", "inherit", "ipc"],
+  });
+  pin(child.pid!, options.cpu ?? SERVER_CPU);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 15_000);
+    child.once("exit", (code) => reject(new Error(`${name} exited with ${code} before it was ready`)));
+    child.on("message", (message: { type?: string; url?: string }) => {
+      if (message?.type === "ready") {
+        clearTimeout(timer);
+        resolve(message.url!);
+      }
+    });
+  });
+  return {
+    name,
+    url,
+    pid: child.pid!,
+    metrics: (request = {}) =>
+      new Promise<NodeMetrics>((resolve, reject) => {
+        const id = nextMetricsId++;
+        const timer = setTimeout(() => reject(new Error(`${name} did not report metrics`)), 20_000);
+        const onMessage = (message: { type?: string; id?: number; metrics?: NodeMetrics }) => {
+          if (message?.type !== "metrics" || message.id !== id) return;
+          clearTimeout(timer);
+          child.off("message", onMessage);
+          resolve(message.metrics!);
+        };
+        child.on("message", onMessage);
+        child.send({ type: "metrics", id, ...request } satisfies MetricsRequest);
+      }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+        child.once("exit", () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        child.send({ type: "stop" });
+      }),
+  };
+}
+
+/** Environment of a duet node for the bench: rate limits off, its own key prefix. */
+export function duetEnv(redisUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PORT: "0",
+    HOST: "127.0.0.1",
+    REDIS_URL: redisUrl,
+    REDIS_KEY_PREFIX: "duet:",
+    RATE_LIMIT_REQUESTS: "0",
+    RATE_LIMIT_ROOMS: "0",
+    SHUTDOWN_DRAIN_SECONDS: "1",
+    LOG_LEVEL: "info",
+    ...extra,
+  };
+}
