@@ -12,12 +12,14 @@ type Listener = (event: WakeEvent) => void;
 interface Subscription {
   listeners: Set<Listener>;
   confirmed: Promise<unknown>;
+  /** Redis confirmed the SSUBSCRIBE: wake-ups flow. */
+  live: boolean;
   idleTimer?: NodeJS.Timeout;
 }
 
 // A room's channel stays subscribed this long after its last waiter left. Agents loop recv
-// after recv, so the next one finds the channel subscribed and a message life costs three
-// script calls instead of five (no SSUBSCRIBE before the read, no SUNSUBSCRIBE after).
+// after recv, so the next recv finds the channel subscribed: it listens before its one read
+// and costs no SSUBSCRIBE, no second read and no SUNSUBSCRIBE.
 const LINGER_MS = 30_000;
 
 export class RedisWakeupBus implements WakeupBus {
@@ -42,11 +44,21 @@ export class RedisWakeupBus implements WakeupBus {
     return this.subscriptions.size;
   }
 
+  /** Subscribed and confirmed (a waiter or a lingering subscription). */
+  isListening(code: string): boolean {
+    return this.subscriptions.get(this.channelOf(code))?.live === true;
+  }
+
   async watch(code: string, listener: Listener): Promise<() => void> {
     const channel = this.channelOf(code);
     let subscription = this.subscriptions.get(channel);
     if (!subscription) {
-      subscription = { listeners: new Set(), confirmed: this.subscriber.ssubscribe(channel) };
+      const created: Subscription = { listeners: new Set(), confirmed: this.subscriber.ssubscribe(channel), live: false };
+      created.confirmed.then(
+        () => (created.live = true),
+        () => undefined,
+      );
+      subscription = created;
       this.subscriptions.set(channel, subscription);
     } else if (subscription.idleTimer) {
       clearTimeout(subscription.idleTimer);

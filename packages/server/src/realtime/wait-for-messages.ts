@@ -13,11 +13,13 @@ class Waiter {
   private pendingFinal?: WakeReason;
   private resolve?: (reason: WakeReason) => void;
 
-  constructor(private readonly seat: () => string) {}
+  /** seat: the waiter's seat once a read has told it (until then every wake-up counts). */
+  constructor(private readonly seat: () => string | undefined) {}
 
   /** Wake-ups for the other seat's inbox are not ours. */
   onEvent = (event: WakeEvent): void => {
-    if (event === "closed" || event === "resync" || event === this.seat()) this.fire("wake");
+    const mine = this.seat();
+    if (event === "closed" || event === "resync" || mine === undefined || event === mine) this.fire("wake");
   };
 
   fire(reason: WakeReason): void {
@@ -75,16 +77,26 @@ export class WaitingRecvs {
 
   /** The caller's pending messages, or undefined when the client went away. */
   async waitForMessages(seat: SeatCredentials, options: WaitOptions): Promise<InboxSnapshot | undefined> {
-    // A recv that finds messages costs one script call and no subscription traffic.
+    const mayWait = options.waitMs > 0 && !this.draining;
+    // Wake-ups for this room already reach this node (another waiter, or a recent one):
+    // listen first, and one read covers everything.
+    if (mayWait && this.store.wakeups.isListening(seat.code)) return this.listenAndWait(seat, options);
+    // Otherwise a recv that finds messages costs one script call and no subscription.
     const first = await this.store.readInbox(seat, true);
-    if (first.messages.length > 0 || options.waitMs === 0 || this.draining) return first;
+    if (first.messages.length > 0 || !mayWait) return first;
+    return this.listenAndWait(seat, options, first);
+  }
+
+  /**
+   * Listens for the room's wake-ups, then reads: a send that landed before the listening
+   * began is seen by this read, and any later one wakes the waiter.
+   */
+  private async listenAndWait(seat: SeatCredentials, options: WaitOptions, earlier?: InboxSnapshot): Promise<InboxSnapshot | undefined> {
     const deadline = Date.now() + options.waitMs;
-    let snapshot = first;
-    const waiter = new Waiter(() => snapshot.seat);
-    // Listen, then read again: a send that landed between the first read and the
-    // subscription is seen by this read, and any later one wakes the waiter. If the
-    // subscription cannot be made (a cluster shard's subscriber being replaced, say), the
-    // recv still waits, re-reading every second instead of failing.
+    let snapshot = earlier;
+    const waiter = new Waiter(() => snapshot?.seat);
+    // If the subscription cannot be made (a cluster shard's subscriber being replaced,
+    // say), the recv still waits, re-reading every second instead of failing.
     let stopWatching = () => {};
     let recheckMs = options.recheckMs;
     try {
@@ -97,17 +109,20 @@ export class WaitingRecvs {
     this.waiters.add(waiter);
     try {
       if (options.signal.aborted) return undefined;
-      snapshot = await this.store.readInbox(seat, false);
+      // Only the recv's first read counts as activity.
+      let current = await this.store.readInbox(seat, earlier === undefined);
+      snapshot = current;
       for (;;) {
-        if (snapshot.messages.length > 0) return snapshot;
+        if (current.messages.length > 0) return current;
         const remaining = deadline - Date.now();
-        if (remaining <= 0) return snapshot;
+        if (remaining <= 0) return current;
         // Wake at the room's expiry too: the re-read then answers 404.
-        const reason = await waiter.next(Math.min(remaining, recheckMs, Math.max(snapshot.expiresInMs, 0) + 5));
+        const reason = await waiter.next(Math.min(remaining, recheckMs, Math.max(current.expiresInMs, 0) + 5));
         if (reason === "aborted") return undefined;
-        if (reason === "drained") return { ...snapshot, messages: [] };
-        if (reason === "timer" && Date.now() >= deadline) return { ...snapshot, messages: [] };
-        snapshot = await this.store.readInbox(seat, false);
+        if (reason === "drained") return { ...current, messages: [] };
+        if (reason === "timer" && Date.now() >= deadline) return { ...current, messages: [] };
+        current = await this.store.readInbox(seat, false);
+        snapshot = current;
       }
     } finally {
       this.waiters.delete(waiter);

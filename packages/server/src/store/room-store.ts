@@ -52,6 +52,8 @@ export interface WakeupBus {
    * Returns the function that stops listening.
    */
   watch(code: string, listener: (event: WakeEvent) => void): Promise<() => void>;
+  /** True when wake-ups for the room already reach this node (watch would cost nothing). */
+  isListening(code: string): boolean;
 }
 
 export interface RoomStore {
