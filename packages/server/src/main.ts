@@ -4,7 +4,7 @@ import type { Server } from "node:http";
 import type { Store } from "express-rate-limit";
 import { createApp } from "./app.js";
 import { ConfigError, loadConfig, type Config } from "./config.js";
-import { createLogger, type Logger } from "./logger.js";
+import { createLogger, safeError, type Logger } from "./logger.js";
 import { RedisWakeupBus } from "./realtime/redis-wakeups.js";
 import { FailOpenRedisRateLimitStore } from "./http/rate-limit.js";
 import { MemoryRoomStore } from "./store/memory/memory-store.js";
@@ -105,6 +105,10 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
 }
 
 async function main(): Promise<void> {
+  // A promise nobody awaited must not take the relay down with every request it holds.
+  process.on("unhandledRejection", (reason) => {
+    process.stderr.write(`${JSON.stringify({ level: "error", msg: "unhandled rejection", err: safeError(reason) })}\n`);
+  });
   let config: Config;
   try {
     config = loadConfig(process.env);

@@ -36,8 +36,14 @@ export class FailOpenRedisRateLimitStore implements Store {
 
   private current(): Store | undefined {
     if (!this.inner && this.client.status === "ready") {
-      this.inner = buildRedisStore(this.client, this.prefix);
-      if (this.options) this.inner.init?.(this.options);
+      const store = buildRedisStore(this.client, this.prefix);
+      this.inner = store;
+      // init loads the scripts (async): a failure must drop this store, never go unhandled.
+      if (this.options) {
+        void Promise.resolve(store.init?.(this.options)).catch(() => {
+          if (this.inner === store) this.inner = undefined;
+        });
+      }
     }
     return this.inner;
   }

@@ -1,11 +1,14 @@
 // Long-poll recv: answer at once when something is pending, otherwise wait for a wake-up,
 // the room's end (404), or the wait running out (empty list). Shared by both stores.
+import { setTimeout as delay } from "node:timers/promises";
 import type { InboxSnapshot, RoomStore, SeatCredentials, WakeEvent } from "../store/room-store.js";
 
 type WakeReason = "wake" | "timer" | "aborted" | "drained";
 
 /** How often a recv re-reads when it could not subscribe to wake-ups. */
 const UNSUBSCRIBED_RECHECK_MS = 1000;
+/** How long a recv waits for its subscription to be confirmed before re-reading instead. */
+const SUBSCRIBE_TIMEOUT_MS = 2000;
 
 /** One waiting recv: collects wake-ups so none is lost between a read and the next wait. */
 class Waiter {
@@ -77,37 +80,56 @@ export class WaitingRecvs {
 
   /** The caller's pending messages, or undefined when the client went away. */
   async waitForMessages(seat: SeatCredentials, options: WaitOptions): Promise<InboxSnapshot | undefined> {
+    // The wait counts from the request's arrival, whatever the reads before it cost.
+    const deadline = Date.now() + options.waitMs;
     const mayWait = options.waitMs > 0 && !this.draining;
     // Wake-ups for this room already reach this node (another waiter, or a recent one):
     // listen first, and one read covers everything.
-    if (mayWait && this.store.wakeups.isListening(seat.code)) return this.listenAndWait(seat, options);
+    if (mayWait && this.store.wakeups.isListening(seat.code)) return this.listenAndWait(seat, deadline, options);
     // Otherwise a recv that finds messages costs one script call and no subscription.
     const first = await this.store.readInbox(seat, true);
     if (first.messages.length > 0 || !mayWait) return first;
-    return this.listenAndWait(seat, options, first);
+    return this.listenAndWait(seat, deadline, options, first);
   }
 
   /**
    * Listens for the room's wake-ups, then reads: a send that landed before the listening
    * began is seen by this read, and any later one wakes the waiter.
    */
-  private async listenAndWait(seat: SeatCredentials, options: WaitOptions, earlier?: InboxSnapshot): Promise<InboxSnapshot | undefined> {
-    const deadline = Date.now() + options.waitMs;
+  private async listenAndWait(
+    seat: SeatCredentials,
+    deadline: number,
+    options: WaitOptions,
+    earlier?: InboxSnapshot,
+  ): Promise<InboxSnapshot | undefined> {
     let snapshot = earlier;
     const waiter = new Waiter(() => snapshot?.seat);
-    // If the subscription cannot be made (a cluster shard's subscriber being replaced,
-    // say), the recv still waits, re-reading every second instead of failing.
+    const onAbort = () => waiter.fire("aborted");
+    options.signal.addEventListener("abort", onAbort);
+    // Registered before anything can stall, so that shutdown reaches this recv too.
+    this.waiters.add(waiter);
+    if (this.draining) waiter.fire("drained");
+    let finished = false;
     let stopWatching = () => {};
     let recheckMs = options.recheckMs;
     try {
-      stopWatching = await this.store.wakeups.watch(seat.code, waiter.onEvent);
-    } catch {
-      recheckMs = Math.min(recheckMs, UNSUBSCRIBED_RECHECK_MS);
-    }
-    const onAbort = () => waiter.fire("aborted");
-    options.signal.addEventListener("abort", onAbort);
-    this.waiters.add(waiter);
-    try {
+      // A subscription that fails, or is not confirmed in time (a cluster shard's
+      // subscriber being replaced, say), does not fail the recv: it re-reads every second.
+      const watching = this.store.wakeups.watch(seat.code, waiter.onEvent);
+      const patience = new AbortController();
+      const outcome = await Promise.race([
+        watching.then((stop) => stop, () => "failed" as const),
+        delay(Math.max(0, Math.min(SUBSCRIBE_TIMEOUT_MS, deadline - Date.now())), "late" as const, { signal: patience.signal }).catch(() => "failed" as const),
+      ]);
+      patience.abort();
+      if (typeof outcome === "function") {
+        stopWatching = outcome;
+      } else {
+        recheckMs = Math.min(recheckMs, UNSUBSCRIBED_RECHECK_MS);
+        if (outcome === "late") {
+          watching.then((stop) => (finished ? stop() : (stopWatching = stop)), () => undefined);
+        }
+      }
       if (options.signal.aborted) return undefined;
       // Only the recv's first read counts as activity.
       let current = await this.store.readInbox(seat, earlier === undefined);
@@ -125,6 +147,7 @@ export class WaitingRecvs {
         snapshot = current;
       }
     } finally {
+      finished = true;
       this.waiters.delete(waiter);
       options.signal.removeEventListener("abort", onAbort);
       stopWatching();

@@ -39,7 +39,8 @@ function failureOf(status: number, conflict: () => ApiError): Error {
 }
 
 // Replies that mean "Redis cannot serve right now", as opposed to a bug in a script.
-const TRANSIENT_REPLY = /^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|BUSY|NOREPLICAS|MOVED|ASK)\b/;
+// OOM: with maxmemory-policy noeviction a full Redis refuses writes until rooms expire.
+const TRANSIENT_REPLY = /^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|BUSY|NOREPLICAS|MOVED|ASK|OOM)\b/;
 
 /** Connection loss, timeouts and transient replies become 503; script bugs stay 500. */
 export function storeFailure(error: unknown): unknown {
