@@ -122,10 +122,12 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel);
   const relay = await startRelay(config, logger);
   logger.info({ url: relay.url, store: relay.store.kind }, "listening");
+  // Whoever started us (a supervisor, a test) learns the URL now, not at the next 4 KiB.
+  logger.flush();
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     process.once(signal, () => {
       relay.shutdown().then(
-        () => process.exit(0),
+        () => logger.flush(() => process.exit(0)),
         (error) => {
           logger.error({ err: error }, "shutdown failed");
           process.exit(1);

@@ -139,7 +139,9 @@ export class WaitingRecvs {
         const remaining = deadline - Date.now();
         if (remaining <= 0) return current;
         // Wake at the room's expiry too: the re-read then answers 404.
-        const reason = await waiter.next(Math.min(remaining, recheckMs, Math.max(current.expiresInMs, 0) + 5));
+        // The re-check is jittered so that recvs that arrived together do not re-read together.
+        const recheck = recheckMs * (0.8 + Math.random() * 0.4);
+        const reason = await waiter.next(Math.min(remaining, recheck, Math.max(current.expiresInMs, 0) + 5));
         if (reason === "aborted") return undefined;
         if (reason === "drained") return { ...current, messages: [] };
         if (reason === "timer" && Date.now() >= deadline) return { ...current, messages: [] };
