@@ -46,8 +46,7 @@ async function openRoom(): Promise<Json> {
   for (;;) {
     const code = mintRoomCode();
     const token = mintSeatToken();
-    const [room] = keys.room(code);
-    const expires = await redis.duetOpen(room, keys.tallyFor(code), token, IDLE_MS, IDLE_MS);
+    const expires = await redis.duetOpen(...keys.room(code), keys.tallyFor(code), token, IDLE_MS, IDLE_MS);
     if (expires >= 0) return { code, seat: "a", token, expires_in: Math.ceil(expires / 1000) };
   }
 }
