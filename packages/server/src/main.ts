@@ -36,14 +36,11 @@ export function createStore(config: Config): StoreWiring {
   const { commands: client, subscriber } = createRedisConnections(config.redis);
   const store = new RedisRoomStore({
     client,
+    subscriber,
     wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code)),
     keyPrefix: config.redis.keyPrefix,
     lifetimes,
   });
-  const closeCommands = store.close.bind(store);
-  store.close = async () => {
-    await Promise.all([closeCommands(), subscriber.quit().catch(() => subscriber.disconnect())]);
-  };
   return {
     store,
     connections: [

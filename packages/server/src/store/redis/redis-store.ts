@@ -55,6 +55,8 @@ const seatOf = (value: unknown): Seat => (value === "b" ? "b" : "a");
 
 export interface RedisStoreOptions {
   client: RedisClient;
+  /** The wake-up bus's connection, closed with the store. */
+  subscriber?: RedisClient;
   wakeups: WakeupBus;
   keyPrefix: string;
   lifetimes: RoomLifetimes;
@@ -65,11 +67,13 @@ export class RedisRoomStore implements RoomStore {
   readonly wakeups: WakeupBus;
   readonly keys: RedisKeys;
   private readonly client: RedisClient;
+  private readonly subscriber?: RedisClient;
   private readonly idleMs: number;
   private readonly maxMs: number;
 
   constructor(options: RedisStoreOptions) {
     this.client = options.client;
+    this.subscriber = options.subscriber;
     this.wakeups = options.wakeups;
     this.keys = new RedisKeys(options.keyPrefix);
     this.idleMs = options.lifetimes.idleMs;
@@ -201,6 +205,7 @@ export class RedisRoomStore implements RoomStore {
   }
 
   async close(): Promise<void> {
-    await this.client.quit().catch(() => this.client.disconnect());
+    const connections = this.subscriber ? [this.client, this.subscriber] : [this.client];
+    await Promise.all(connections.map((connection) => connection.quit().catch(() => connection.disconnect())));
   }
 }
