@@ -21,7 +21,6 @@ export interface RunningRelay {
   shutdown(): Promise<void>;
 }
 
-/** Builds the store the configuration asks for: Redis when configured, else in-process. */
 export interface StoreWiring {
   store: RoomStore;
   rateLimitStores?: { requests: Store; rooms: Store };
@@ -29,6 +28,7 @@ export interface StoreWiring {
   connections: [name: string, connection: RedisClient][];
 }
 
+/** Builds the store the configuration asks for: Redis when configured, else in-process. */
 export function createStore(config: Config): StoreWiring {
   const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs };
   if (!config.redis) return { store: new MemoryRoomStore(lifetimes), connections: [] };
