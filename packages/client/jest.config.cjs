@@ -4,7 +4,10 @@ module.exports = {
   testEnvironment: "node",
   roots: ["<rootDir>/test"],
   transform: { "^.+\\.ts$": ["@swc/jest", { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } }] },
-  moduleNameMapper: { "^(\\.{1,2}/.*)\\.js$": "$1" },
+  moduleNameMapper: {
+    "^@duet/testkit$": "<rootDir>/../testkit/src/index.ts", // shared fixtures, from source
+    "^(\\.{1,2}/.*)\\.js$": "$1",
+  },
   globalSetup: "<rootDir>/test/support/global-setup.ts",
   testTimeout: 30_000,
   // Two cores: more workers only make the timing-sensitive tests noisier.

@@ -1,9 +1,9 @@
 // The processes of a run: our own redis-server on a free port (never the shared one), the
 // duet nodes and the ceiling servers as child processes with an IPC channel, and CPU
 // pinning so the measured server and the load generator do not fight for one core.
-import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
+import { execFileSync, fork, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
+import { freePort, spawnRedis } from "@duet/testkit";
 import { Redis } from "ioredis";
 import type { MetricsRequest, NodeMetrics } from "./node-metrics.js";
 
@@ -23,14 +23,7 @@ export function pin(pid: number, cpu: string): void {
 }
 export const pinningWorks = () => pinning;
 
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer().once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
+export { freePort };
 
 export interface RedisProcess {
   url: string;
@@ -38,30 +31,17 @@ export interface RedisProcess {
   stop(): Promise<void>;
 }
 
+/** A redis-server of the run's own (never the shared one), pinned beside the load generator. */
 export async function startRedis(): Promise<RedisProcess> {
-  const port = await freePort();
-  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--maxclients", "50000"], {
-    stdio: "ignore",
-  });
-  const url = `redis://127.0.0.1:${port}`;
-  const client = new Redis(url, { lazyConnect: true, connectionName: "bench", maxRetriesPerRequest: 0, retryStrategy: () => 50 });
-  client.on("error", () => undefined); // refused while redis-server starts; the loop retries
-  for (const deadline = Date.now() + 10_000; ; await new Promise((r) => setTimeout(r, 50))) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error("redis-server did not start");
-    try {
-      await client.connect();
-      break;
-    } catch {
-      client.disconnect();
-    }
-  }
-  pin(child.pid!, LOAD_CPU);
+  const redis = await spawnRedis(["--maxclients", "50000"]);
+  pin(redis.process.pid!, LOAD_CPU);
+  const client = new Redis(redis.url, { connectionName: "bench", maxRetriesPerRequest: 0 });
   return {
-    url,
+    url: redis.url,
     client,
     stop: async () => {
       client.disconnect();
-      if (child.exitCode === null) await new Promise<void>((resolve) => (child.once("exit", () => resolve()), child.kill()));
+      await redis.stop();
     },
   };
 }

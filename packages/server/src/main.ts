@@ -119,8 +119,10 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel);
   const relay = await startRelay(config, logger);
   logger.info({ url: relay.url, store: relay.store.kind }, "listening");
-  // Whoever started us (a supervisor, a test) learns the URL now, not at the next 4 KiB.
+  // Whoever started us (a supervisor, a test) learns the URL now, not at the next 4 KiB;
+  // after that, buffered lines reach stdout within a second.
   logger.flush();
+  setInterval(() => logger.flush(), 1000).unref();
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     process.once(signal, () => {
       relay.shutdown().then(

@@ -1,8 +1,8 @@
 // Test helpers that start real processes: the relay (node packages/server/dist/main.js on
 // port 0, in-process store or a Redis), a throwaway redis-server, and the built duet CLI.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, Socket } from "node:net";
+import { mkdtempSync } from "node:fs";
+import { freePort, spawnRedis } from "@duet/testkit";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -21,7 +21,7 @@ export interface RelayProcess {
 export async function startRelay(env: Record<string, string> = {}): Promise<RelayProcess> {
   const { REDIS_URL: _ignored, REDIS_CLUSTER_NODES: _ignoredToo, ...inherited } = process.env;
   const child = spawn(process.execPath, [SERVER_MAIN], {
-    env: { ...inherited, PORT: "0", HOST: "127.0.0.1", RATE_LIMIT_ROOMS: "1000", RATE_LIMIT_REQUESTS: "100000", ...env },
+    env: { ...inherited, PORT: "0", HOST: "127.0.0.1", RATE_LIMIT_ROOMS: "1000", RATE_LIMIT_REQUESTS: "100000", STATS_CACHE_MS: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -53,46 +53,12 @@ export async function startRelay(env: Record<string, string> = {}): Promise<Rela
   return { url, logs: () => output, stop: () => stopProcess(child) };
 }
 
-export const freePort = () =>
-  new Promise<number>((resolvePort, reject) => {
-    const server = createServer().once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolvePort(port));
-    });
-  });
-
-const pingRedis = (port: number) =>
-  new Promise<boolean>((resolvePing) => {
-    const socket = new Socket().once("error", () => resolvePing(false));
-    socket.setTimeout(1000, () => (socket.destroy(), resolvePing(false)));
-    socket.connect(port, "127.0.0.1", () => socket.write("PING\r\n"));
-    socket.once("data", (data) => {
-      socket.destroy();
-      resolvePing(data.toString().startsWith("+PONG"));
-    });
-  });
+export { freePort };
 
 /** A redis-server of our own on a free port (never the shared 6379), without persistence. */
 export async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), "duet-client-redis-"));
-  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir], {
-    stdio: "ignore",
-  });
-  for (const deadline = Date.now() + 10_000; !(await pingRedis(port)); await new Promise((r) => setTimeout(r, 50))) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill("SIGKILL");
-      throw new Error("redis-server did not start (is it on PATH?)");
-    }
-  }
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    stop: async () => {
-      await stopProcess(child);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  const redis = await spawnRedis();
+  return { url: redis.url, stop: () => redis.stop() };
 }
 
 function stopProcess(child: ChildProcess): Promise<void> {

@@ -2,7 +2,7 @@
 // fails fast with 503 unavailable (none hangs), and the node recovers by itself when Redis
 // returns. Also graceful shutdown: SIGTERM answers waiting recvs and exits cleanly.
 import { Redis } from "ioredis";
-import { spawnRedis, type SpawnedRedis } from "../support/redis-server";
+import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 const timed = async <T>(work: Promise<T>) => {

@@ -1,7 +1,7 @@
 // Redis round trips per operation, counted by Redis itself (INFO commandstats) on a Redis
 // of this test's own. These are the figures in the README's "Redis cost" table.
 import { Redis } from "ioredis";
-import { spawnRedis, type SpawnedRedis } from "../support/redis-server";
+import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 let redis: SpawnedRedis;

@@ -1,8 +1,7 @@
 // Many stateless nodes on one Redis or one Redis Cluster: wake-ups cross nodes, lost
 // wake-ups cannot strand a recv, and a node's Redis connections do not grow with its load.
 import { Redis } from "ioredis";
-import { spawnCluster, type SpawnedCluster } from "../support/redis-cluster";
-import { spawnRedis, type SpawnedRedis } from "../support/redis-server";
+import { spawnCluster, spawnRedis, type SpawnedCluster, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget, type TargetKind } from "../support/targets";
 
 const MULTI_NODE: TargetKind[] = ["redis-3-nodes", "cluster-3-nodes"];
