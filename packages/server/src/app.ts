@@ -56,9 +56,18 @@ export function createApp(deps: AppDeps): DuetApp {
   app.use(requestLog(logger, metrics));
   app.use(helmet());
 
-  // ---- public: any User-Agent ----------------------------------------------------------
+  // ---- room endpoints first (the hot path walks the fewest layers): User-Agent policy,
+  // then rate limits -------------------------------------------------------------------
   const publicLimiter = rateLimiter({ name: "requests", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.requestsPerWindow }, deps.rateLimitStores?.requests);
+  const roomPaths = Object.keys(ROOM_ENDPOINTS);
+  app.use(roomPaths, userAgentPolicy(config.userAgentPolicy), publicLimiter);
+  const roomLimiter: RequestHandler = rateLimiter(
+    { name: "rooms", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.roomsPerWindow },
+    deps.rateLimitStores?.rooms,
+  );
+  app.use(roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckMs: config.wakeRecheckMs, roomLimiter }));
 
+  // ---- public: any User-Agent ----------------------------------------------------------
   app.get("/healthz", (_req, res) => void res.json({ ok: true }));
   app.get("/readyz", async (_req, res) => {
     const ready = !deps.isShuttingDown?.() && (await store.isReady());
@@ -94,15 +103,6 @@ export function createApp(deps: AppDeps): DuetApp {
     if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderJoinHtml(baseUrl(req), code));
     res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(baseUrl(req), code));
   });
-
-  // ---- room endpoints: User-Agent policy, then rate limits -----------------------------
-  const roomPaths = Object.keys(ROOM_ENDPOINTS);
-  app.use(roomPaths, userAgentPolicy(config.userAgentPolicy), publicLimiter);
-  const roomLimiter: RequestHandler = rateLimiter(
-    { name: "rooms", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.roomsPerWindow },
-    deps.rateLimitStores?.rooms,
-  );
-  app.use(roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckMs: config.wakeRecheckMs, roomLimiter }));
 
   // ---- everything else -----------------------------------------------------------------
   for (const [path, method] of Object.entries(ROOM_ENDPOINTS)) {
