@@ -160,7 +160,8 @@ ${errors}
 ## Other endpoints
 
 - \`GET /v1/stats\`: public tally, totals since the store was created:
-  \`{"sessions":rooms opened,"paired":rooms joined,"messages":messages accepted,"bytes":UTF-8 bytes accepted}\`.
+  \`{"sessions":rooms opened,"paired":rooms joined,"messages":messages accepted,"bytes":UTF-8 bytes accepted,"rooms_open":rooms open now}\`
+  (refreshed about once a second).
 - \`GET /v1/openapi.json\`: the OpenAPI 3.1 description.
 - \`GET /join/<code>\`: how to join a room (reading it does not take the seat).
 `;
