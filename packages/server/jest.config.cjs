@@ -2,7 +2,10 @@ module.exports = {
   testEnvironment: "node",
   roots: ["<rootDir>/test"],
   transform: { "^.+\\.ts$": ["@swc/jest", { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } }] },
-  moduleNameMapper: { "^(\\.{1,2}/.*)\\.js$": "$1" }, // NodeNext source imports "./app.js"
+  moduleNameMapper: {
+    "^@duet/testkit$": "<rootDir>/../testkit/src/index.ts", // shared fixtures, from source
+    "^(\\.{1,2}/.*)\\.js$": "$1", // NodeNext source imports "./app.js"
+  },
   globalSetup: "<rootDir>/test/support/global-setup.ts",
   globalTeardown: "<rootDir>/test/support/global-teardown.ts",
   testTimeout: 30_000,

@@ -109,6 +109,7 @@ export const StatsResponse = z.object({
   paired: z.number().int().min(0).describe("Rooms whose second seat was claimed."),
   messages: z.number().int().min(0).describe("Messages accepted."),
   bytes: z.number().int().min(0).describe("UTF-8 bytes of accepted text."),
+  rooms_open: z.number().int().min(0).describe("Live gauge, not a total: rooms open right now."),
 });
 export const ErrorResponse = z.object({
   error: z.enum(ERROR_CODES as [string, ...string[]]),

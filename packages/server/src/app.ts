@@ -8,7 +8,8 @@ import { apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { RelayMetrics } from "./metrics.js";
 import { WaitingRecvs } from "./realtime/wait-for-messages.js";
-import type { RoomStore } from "./store/room-store.js";
+import { CachedTally } from "./store/cached-tally.js";
+import type { RoomStore, StoreTally } from "./store/room-store.js";
 import { errorHandler } from "./http/error-handler.js";
 import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";
 import { rateLimiter } from "./http/rate-limit.js";
@@ -40,7 +41,8 @@ export function createApp(deps: AppDeps): DuetApp {
   const app = express() as DuetApp;
   const waitingRecvs = new WaitingRecvs(store);
   app.locals.waitingRecvs = waitingRecvs;
-  const metrics = new RelayMetrics({ waitingRecvs: () => waitingRecvs.size, processMetrics: deps.processMetrics });
+  const cachedTally = new CachedTally(store, config.statsCacheMs);
+  const metrics = new RelayMetrics({ waitingRecvs: () => waitingRecvs.size, tally: () => cachedTally.read(), processMetrics: deps.processMetrics });
   app.locals.metrics = metrics;
 
   app.disable("x-powered-by");
@@ -54,9 +56,18 @@ export function createApp(deps: AppDeps): DuetApp {
   app.use(requestLog(logger, metrics));
   app.use(helmet());
 
-  // ---- public: any User-Agent ----------------------------------------------------------
+  // ---- room endpoints first (the hot path walks the fewest layers): User-Agent policy,
+  // then rate limits -------------------------------------------------------------------
   const publicLimiter = rateLimiter({ name: "requests", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.requestsPerWindow }, deps.rateLimitStores?.requests);
+  const roomPaths = Object.keys(ROOM_ENDPOINTS);
+  app.use(roomPaths, userAgentPolicy(config.userAgentPolicy), publicLimiter);
+  const roomLimiter: RequestHandler = rateLimiter(
+    { name: "rooms", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.roomsPerWindow },
+    deps.rateLimitStores?.rooms,
+  );
+  app.use(roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckMs: config.wakeRecheckMs, roomLimiter }));
 
+  // ---- public: any User-Agent ----------------------------------------------------------
   app.get("/healthz", (_req, res) => void res.json({ ok: true }));
   app.get("/readyz", async (_req, res) => {
     const ready = !deps.isShuttingDown?.() && (await store.isReady());
@@ -78,7 +89,8 @@ export function createApp(deps: AppDeps): DuetApp {
   app.get("/v1/openapi.json", (req, res) => void res.json(buildOpenApiDocument(baseUrl(req))));
   app.get("/v1/stats", publicLimiter, async (_req, res, next) => {
     try {
-      const stats: StatsResponse = await store.getStats();
+      const tally = await cachedTally.read();
+      const stats: StatsResponse = { sessions: tally.sessions, paired: tally.paired, messages: tally.messages, bytes: tally.bytes, rooms_open: tally.roomsOpen };
       res.json(stats);
     } catch (error) {
       next(error);
@@ -91,15 +103,6 @@ export function createApp(deps: AppDeps): DuetApp {
     if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderJoinHtml(baseUrl(req), code));
     res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(baseUrl(req), code));
   });
-
-  // ---- room endpoints: User-Agent policy, then rate limits -----------------------------
-  const roomPaths = Object.keys(ROOM_ENDPOINTS);
-  app.use(roomPaths, userAgentPolicy(config.userAgentPolicy), publicLimiter);
-  const roomLimiter: RequestHandler = rateLimiter(
-    { name: "rooms", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.roomsPerWindow },
-    deps.rateLimitStores?.rooms,
-  );
-  app.use(roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckMs: config.wakeRecheckMs, roomLimiter }));
 
   // ---- everything else -----------------------------------------------------------------
   for (const [path, method] of Object.entries(ROOM_ENDPOINTS)) {

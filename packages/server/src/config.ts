@@ -69,6 +69,7 @@ export const ConfigSchema = z
     RATE_LIMIT_REQUESTS: integer(600, 0),
     RATE_LIMIT_ROOMS: integer(60, 0),
     WAKE_RECHECK_SECONDS: integer(5, 1, 3600),
+    STATS_CACHE_MS: integer(1000, 0, 60_000),
     SHUTDOWN_DRAIN_SECONDS: integer(10, 0, 600),
     KEEP_ALIVE_TIMEOUT_SECONDS: integer(65, 1, 3600),
     LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional().transform((v) => v ?? "info"),
@@ -93,6 +94,7 @@ export interface Config {
   userAgentPolicy: "denylist" | "off" | "strict";
   rateLimit: { windowMs: number; requestsPerWindow: number; roomsPerWindow: number };
   wakeRecheckMs: number;
+  statsCacheMs: number;
   shutdownDrainMs: number;
   keepAliveTimeoutMs: number;
   logLevel: string;
@@ -130,6 +132,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       roomsPerWindow: e.RATE_LIMIT_ROOMS,
     },
     wakeRecheckMs: e.WAKE_RECHECK_SECONDS * 1000,
+    statsCacheMs: e.STATS_CACHE_MS,
     shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_SECONDS * 1000,
     logLevel: e.LOG_LEVEL,

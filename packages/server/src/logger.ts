@@ -5,6 +5,11 @@ import pino, { type Logger } from "pino";
 
 export type { Logger };
 
+/**
+ * The logger. By default it writes to stdout through a buffered, asynchronous destination:
+ * a synchronous write per request line cost about a tenth of a busy node's CPU (see
+ * packages/bench/PROFILE.md). main flushes it before exiting.
+ */
 export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
   return pino(
     {
@@ -14,7 +19,7 @@ export function createLogger(level: string, destination?: pino.DestinationStream
       formatters: { level: (label) => ({ level: label }) },
       serializers: { err: safeError },
     },
-    destination,
+    destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 }),
   );
 }
 

@@ -4,11 +4,11 @@ import type { Server } from "node:http";
 import type { Store } from "express-rate-limit";
 import { createApp } from "./app.js";
 import { ConfigError, loadConfig, type Config } from "./config.js";
-import { createLogger, type Logger } from "./logger.js";
+import { createLogger, safeError, type Logger } from "./logger.js";
 import { RedisWakeupBus } from "./realtime/redis-wakeups.js";
 import { FailOpenRedisRateLimitStore } from "./http/rate-limit.js";
 import { MemoryRoomStore } from "./store/memory/memory-store.js";
-import { createCommandClient, createSubscriberClient, type RedisClient } from "./store/redis/connection.js";
+import { createRedisConnections, type RedisClient } from "./store/redis/connection.js";
 import { RedisKeys } from "./store/redis/keys.js";
 import { RedisRoomStore } from "./store/redis/redis-store.js";
 import type { RoomStore } from "./store/room-store.js";
@@ -21,7 +21,6 @@ export interface RunningRelay {
   shutdown(): Promise<void>;
 }
 
-/** Builds the store the configuration asks for: Redis when configured, else in-process. */
 export interface StoreWiring {
   store: RoomStore;
   rateLimitStores?: { requests: Store; rooms: Store };
@@ -29,23 +28,20 @@ export interface StoreWiring {
   connections: [name: string, connection: RedisClient][];
 }
 
+/** Builds the store the configuration asks for: Redis when configured, else in-process. */
 export function createStore(config: Config): StoreWiring {
   const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs };
   if (!config.redis) return { store: new MemoryRoomStore(lifetimes), connections: [] };
   const keys = new RedisKeys(config.redis.keyPrefix);
-  const client = createCommandClient(config.redis);
-  const subscriber = createSubscriberClient(config.redis);
+  const { commands: client, subscriber } = createRedisConnections(config.redis);
   const store = new RedisRoomStore({
     client,
-    wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code), config.redis.commandTimeoutMs),
+    subscriber,
+    wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code), undefined, config.redis.commandTimeoutMs),
     keyPrefix: config.redis.keyPrefix,
     lifetimes,
     operationTimeoutMs: config.redis.commandTimeoutMs,
   });
-  const closeStore = store.close.bind(store);
-  store.close = async () => {
-    await Promise.all([closeStore(), subscriber.quit().catch(() => subscriber.disconnect())]);
-  };
   return {
     store,
     connections: [
@@ -107,6 +103,10 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
 }
 
 async function main(): Promise<void> {
+  // A promise nobody awaited must not take the relay down with every request it holds.
+  process.on("unhandledRejection", (reason) => {
+    process.stderr.write(`${JSON.stringify({ level: "error", msg: "unhandled rejection", err: safeError(reason) })}\n`);
+  });
   let config: Config;
   try {
     config = loadConfig(process.env);
@@ -120,10 +120,14 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel);
   const relay = await startRelay(config, logger);
   logger.info({ url: relay.url, store: relay.store.kind }, "listening");
+  // Whoever started us (a supervisor, a test) learns the URL now, not at the next 4 KiB;
+  // after that, buffered lines reach stdout within a second.
+  logger.flush();
+  setInterval(() => logger.flush(), 1000).unref();
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     process.once(signal, () => {
       relay.shutdown().then(
-        () => process.exit(0),
+        () => logger.flush(() => process.exit(0)),
         (error) => {
           logger.error({ err: error }, "shutdown failed");
           process.exit(1);

@@ -3,6 +3,7 @@
 // patterns, statuses and error codes only: never a room code, a token or a text.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { ErrorCode } from "@duet/protocol";
+import type { StoreTally } from "./store/room-store.js";
 
 export class RelayMetrics {
   readonly registry = new Registry();
@@ -49,7 +50,7 @@ export class RelayMetrics {
     registers: [this.registry],
   });
 
-  constructor(options: { waitingRecvs: () => number; processMetrics?: boolean }) {
+  constructor(options: { waitingRecvs: () => number; tally: () => Promise<StoreTally>; processMetrics?: boolean }) {
     new Gauge({
       name: "duet_recv_waiting",
       help: "Long-poll recvs waiting on this node now.",
@@ -58,6 +59,24 @@ export class RelayMetrics {
         this.set(options.waitingRecvs());
       },
     });
+    // Whole-relay figures from the store (the same on every node; sum nothing across nodes).
+    const fromTally = (name: string, help: string, pick: (tally: StoreTally) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        async collect() {
+          // With the store unreachable the gauge keeps its last value: /metrics must still
+          // answer, it is how an operator sees the outage.
+          const tally = await options.tally().catch(() => undefined);
+          if (tally) this.set(pick(tally));
+        },
+      });
+    fromTally("duet_store_rooms_open", "Rooms open right now, relay-wide.", (t) => t.roomsOpen);
+    fromTally("duet_store_rooms_expired", "Rooms that ended by idle timeout or hard cap, relay-wide, since the store was created.", (t) =>
+      Math.max(0, t.sessions - t.closed - t.roomsOpen),
+    );
+    fromTally("duet_store_messages", "Messages accepted, relay-wide, since the store was created.", (t) => t.messages);
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: "duet_" });
   }
 

@@ -6,9 +6,17 @@ import type { Logger } from "../logger.js";
 import type { RelayMetrics } from "../metrics.js";
 import { bodyParserError } from "./body.js";
 
+/** Express's own 4xx errors (a path that cannot be percent-decoded, say) are bad requests. */
+function clientError(error: unknown): ApiError | undefined {
+  if (typeof error !== "object" || error === null) return undefined;
+  const status = (error as { status?: unknown; statusCode?: unknown }).status ?? (error as { statusCode?: unknown }).statusCode;
+  if (typeof status === "number" && status >= 400 && status < 500) return apiError("bad_request", "The request's path or query is malformed.");
+  return undefined;
+}
+
 export function errorHandler(logger: Logger, metrics: RelayMetrics): ErrorRequestHandler {
   return (error, req, res, _next) => {
-    let failure = error instanceof ApiError ? error : bodyParserError(error);
+    let failure = error instanceof ApiError ? error : (bodyParserError(error) ?? clientError(error));
     if (!failure) {
       logger.error({ err: error, method: req.method, route: req.route?.path }, "internal error");
       failure = apiError("internal");

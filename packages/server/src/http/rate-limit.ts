@@ -49,10 +49,14 @@ export class FailOpenRedisRateLimitStore implements Store {
 
   private current(): Store | undefined {
     if (!this.inner && this.client.status === "ready") {
-      this.inner = buildRedisStore(this.client, this.prefix);
-      // init loads the script; if the connection drops meanwhile, its promise rejects, and
-      // unhandled that would end the process. The next count then fails and rebuilds.
-      if (this.options) Promise.resolve(this.inner.init?.(this.options)).catch(() => undefined);
+      const store = buildRedisStore(this.client, this.prefix);
+      this.inner = store;
+      // init loads the scripts (async): a failure must drop this store, never go unhandled.
+      if (this.options) {
+        void Promise.resolve(store.init?.(this.options)).catch(() => {
+          if (this.inner === store) this.inner = undefined;
+        });
+      }
     }
     return this.inner;
   }

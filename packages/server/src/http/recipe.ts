@@ -39,7 +39,12 @@ Base URL: \`${baseUrl}\`
 - Bodies are JSON objects. Unknown fields are refused (400), so a misspelt option is never
   silently ignored.
 - send, recv, ack, status and close need \`Authorization: Bearer <token>\`.
-- Codes look like \`k7dq-3mxa-9z2f\`; case, spaces and dashes are forgiven.
+- Codes look like \`k7dq-3mxa-9z2f\`; case, spaces and dashes are forgiven. A code that
+  cannot be one (wrong length or letters) is 400 \`bad_request\`; a well-formed code of no
+  open room is 404 \`not_found\`.
+- Checks run in this order: User-Agent (403), rate limit (429), the body is JSON (400), a
+  token is present (401), the fields and the text's size (400), then the room: gone (404),
+  wrong token (401), and the call's own refusals (409, 429).
 
 ## The flow
 
@@ -155,7 +160,8 @@ ${errors}
 ## Other endpoints
 
 - \`GET /v1/stats\`: public tally, totals since the store was created:
-  \`{"sessions":rooms opened,"paired":rooms joined,"messages":messages accepted,"bytes":UTF-8 bytes accepted}\`.
+  \`{"sessions":rooms opened,"paired":rooms joined,"messages":messages accepted,"bytes":UTF-8 bytes accepted,"rooms_open":rooms open now}\`
+  (refreshed about once a second).
 - \`GET /v1/openapi.json\`: the OpenAPI 3.1 description.
 - \`GET /join/<code>\`: how to join a room (reading it does not take the seat).
 `;

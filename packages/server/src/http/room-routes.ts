@@ -98,7 +98,11 @@ export function roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckM
     const query = parseInput(RecvQuery, req.query, "query");
     const abandoned = new AbortController();
     // 'close' on the response before it finished means the client went away: free the wait.
-    res.once("close", () => abandoned.abort());
+    // After a finished answer there is nothing to free, and abort() would only build an
+    // AbortError (a DOMException with a stack) per recv for nobody: 0.8 % of a busy node's CPU.
+    res.once("close", () => {
+      if (!res.writableFinished) abandoned.abort();
+    });
     const snapshot = await waitingRecvs.waitForMessages(
       { code: query.code, tokenHash },
       { waitMs: query.wait ?? MAX_WAIT_MS, recheckMs: wakeRecheckMs, signal: abandoned.signal },

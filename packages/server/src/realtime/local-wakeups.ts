@@ -16,6 +16,11 @@ export class LocalWakeupBus implements WakeupBus {
     };
   }
 
+  /** In one process every publish reaches the listeners: listening is always free. */
+  isListening(_code: string): boolean {
+    return true;
+  }
+
   publish(code: string, event: WakeEvent): void {
     const set = this.listeners.get(code);
     if (set) for (const listener of [...set]) listener(event);

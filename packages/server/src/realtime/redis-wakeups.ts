@@ -1,6 +1,7 @@
 // Cross-node wake-ups over Redis sharded pub/sub. One subscriber connection per node; a
 // room's channel is subscribed when the room gets its first local waiter and unsubscribed
-// after its last (reference-counted). A message is only a wake-up: waiters re-read Redis.
+// a while after its last (reference-counted, with a linger: see LINGER_MS). A message is
+// only a wake-up: waiters re-read Redis.
 import { Redis, type Cluster } from "ioredis";
 import { setTimeout as delay } from "node:timers/promises";
 import { apiError } from "../errors.js";
@@ -11,7 +12,15 @@ type Listener = (event: WakeEvent) => void;
 interface Subscription {
   listeners: Set<Listener>;
   confirmed: Promise<unknown>;
+  /** Redis confirmed the SSUBSCRIBE: wake-ups flow. */
+  live: boolean;
+  idleTimer?: NodeJS.Timeout;
 }
+
+// A room's channel stays subscribed this long after its last waiter left. Agents loop recv
+// after recv, so the next recv finds the channel subscribed: it listens before its one read
+// and costs no SSUBSCRIBE, no second read and no SUNSUBSCRIBE.
+const LINGER_MS = 30_000;
 
 export class RedisWakeupBus implements WakeupBus {
   private readonly subscriptions = new Map<string, Subscription>();
@@ -20,6 +29,7 @@ export class RedisWakeupBus implements WakeupBus {
   constructor(
     private readonly subscriber: Redis | Cluster,
     private readonly channelOf: (code: string) => string,
+    private readonly lingerMs = LINGER_MS,
     /**
      * Longest wait for a subscription's confirmation. The subscriber connection has no
      * command timeout, and a Redis that stopped answering would otherwise hold a recv
@@ -40,12 +50,25 @@ export class RedisWakeupBus implements WakeupBus {
     return this.subscriptions.size;
   }
 
+  /** Subscribed and confirmed (a waiter or a lingering subscription). */
+  isListening(code: string): boolean {
+    return this.subscriptions.get(this.channelOf(code))?.live === true;
+  }
+
   async watch(code: string, listener: Listener): Promise<() => void> {
     const channel = this.channelOf(code);
     let subscription = this.subscriptions.get(channel);
     if (!subscription) {
-      subscription = { listeners: new Set(), confirmed: this.subscriber.ssubscribe(channel) };
+      const created: Subscription = { listeners: new Set(), confirmed: this.subscriber.ssubscribe(channel), live: false };
+      created.confirmed.then(
+        () => (created.live = true),
+        () => undefined,
+      );
+      subscription = created;
       this.subscriptions.set(channel, subscription);
+    } else if (subscription.idleTimer) {
+      clearTimeout(subscription.idleTimer);
+      subscription.idleTimer = undefined;
     }
     subscription.listeners.add(listener);
     const stop = () => this.unwatch(channel, subscription, listener);
@@ -57,6 +80,13 @@ export class RedisWakeupBus implements WakeupBus {
       ]);
     } catch {
       stop();
+      if (this.subscriptions.get(channel) === subscription && subscription.listeners.size === 0) {
+        clearTimeout(subscription.idleTimer);
+        this.subscriptions.delete(channel);
+        // A confirmation that comes late must not leave the channel subscribed: the
+        // SUNSUBSCRIBE queues behind the SSUBSCRIBE on the same connection.
+        this.subscriber.sunsubscribe(channel).catch(() => undefined);
+      }
       const unavailable = apiError("unavailable");
       unavailable.retryAfterSeconds = 1;
       throw unavailable;
@@ -69,10 +99,14 @@ export class RedisWakeupBus implements WakeupBus {
   private unwatch(channel: string, subscription: Subscription, listener: Listener): void {
     if (!subscription.listeners.delete(listener) || subscription.listeners.size > 0) return;
     if (this.subscriptions.get(channel) !== subscription) return;
-    this.subscriptions.delete(channel);
-    // Commands on one connection run in order, so a later SSUBSCRIBE of the same channel
-    // lands after this SUNSUBSCRIBE and wins.
-    this.subscriber.sunsubscribe(channel).catch(() => undefined);
+    subscription.idleTimer = setTimeout(() => {
+      if (subscription.listeners.size > 0 || this.subscriptions.get(channel) !== subscription) return;
+      this.subscriptions.delete(channel);
+      // Commands on one connection run in order, so a later SSUBSCRIBE of the same channel
+      // lands after this SUNSUBSCRIBE and wins.
+      this.subscriber.sunsubscribe(channel).catch(() => undefined);
+    }, this.lingerMs);
+    subscription.idleTimer.unref();
   }
 
   private deliver(channel: string, event: WakeEvent): void {

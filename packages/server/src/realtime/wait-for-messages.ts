@@ -1,11 +1,14 @@
 // Long-poll recv: answer at once when something is pending, otherwise wait for a wake-up,
 // the room's end (404), or the wait running out (empty list). Shared by both stores.
+import { setTimeout as delay } from "node:timers/promises";
 import type { InboxSnapshot, RoomStore, SeatCredentials, WakeEvent } from "../store/room-store.js";
 
 type WakeReason = "wake" | "timer" | "aborted" | "drained";
 
 /** How often a recv re-reads when it could not subscribe to wake-ups. */
 const UNSUBSCRIBED_RECHECK_MS = 1000;
+/** How long a recv waits for its subscription to be confirmed before re-reading instead. */
+const SUBSCRIBE_TIMEOUT_MS = 2000;
 
 /** One waiting recv: collects wake-ups so none is lost between a read and the next wait. */
 class Waiter {
@@ -13,11 +16,13 @@ class Waiter {
   private pendingFinal?: WakeReason;
   private resolve?: (reason: WakeReason) => void;
 
-  constructor(private readonly seat: () => string) {}
+  /** seat: the waiter's seat once a read has told it (until then every wake-up counts). */
+  constructor(private readonly seat: () => string | undefined) {}
 
   /** Wake-ups for the other seat's inbox are not ours. */
   onEvent = (event: WakeEvent): void => {
-    if (event === "closed" || event === "resync" || event === this.seat()) this.fire("wake");
+    const mine = this.seat();
+    if (event === "closed" || event === "resync" || mine === undefined || event === mine) this.fire("wake");
   };
 
   fire(reason: WakeReason): void {
@@ -75,41 +80,76 @@ export class WaitingRecvs {
 
   /** The caller's pending messages, or undefined when the client went away. */
   async waitForMessages(seat: SeatCredentials, options: WaitOptions): Promise<InboxSnapshot | undefined> {
-    // A recv that finds messages costs one script call and no subscription traffic.
-    const first = await this.store.readInbox(seat, true);
-    if (first.messages.length > 0 || options.waitMs === 0 || this.draining) return first;
+    // The wait counts from the request's arrival, whatever the reads before it cost.
     const deadline = Date.now() + options.waitMs;
-    let snapshot = first;
-    const waiter = new Waiter(() => snapshot.seat);
-    // Listen, then read again: a send that landed between the first read and the
-    // subscription is seen by this read, and any later one wakes the waiter. If the
-    // subscription cannot be made (a cluster shard's subscriber being replaced, say), the
-    // recv still waits, re-reading every second instead of failing.
+    const mayWait = options.waitMs > 0 && !this.draining;
+    // Wake-ups for this room already reach this node (another waiter, or a recent one):
+    // listen first, and one read covers everything.
+    if (mayWait && this.store.wakeups.isListening(seat.code)) return this.listenAndWait(seat, deadline, options);
+    // Otherwise a recv that finds messages costs one script call and no subscription.
+    const first = await this.store.readInbox(seat, true);
+    if (first.messages.length > 0 || !mayWait) return first;
+    return this.listenAndWait(seat, deadline, options, first);
+  }
+
+  /**
+   * Listens for the room's wake-ups, then reads: a send that landed before the listening
+   * began is seen by this read, and any later one wakes the waiter.
+   */
+  private async listenAndWait(
+    seat: SeatCredentials,
+    deadline: number,
+    options: WaitOptions,
+    earlier?: InboxSnapshot,
+  ): Promise<InboxSnapshot | undefined> {
+    let snapshot = earlier;
+    const waiter = new Waiter(() => snapshot?.seat);
+    const onAbort = () => waiter.fire("aborted");
+    options.signal.addEventListener("abort", onAbort);
+    // Registered before anything can stall, so that shutdown reaches this recv too.
+    this.waiters.add(waiter);
+    if (this.draining) waiter.fire("drained");
+    let finished = false;
     let stopWatching = () => {};
     let recheckMs = options.recheckMs;
     try {
-      stopWatching = await this.store.wakeups.watch(seat.code, waiter.onEvent);
-    } catch {
-      recheckMs = Math.min(recheckMs, UNSUBSCRIBED_RECHECK_MS);
-    }
-    const onAbort = () => waiter.fire("aborted");
-    options.signal.addEventListener("abort", onAbort);
-    this.waiters.add(waiter);
-    try {
+      // A subscription that fails, or is not confirmed in time (a cluster shard's
+      // subscriber being replaced, say), does not fail the recv: it re-reads every second.
+      const watching = this.store.wakeups.watch(seat.code, waiter.onEvent);
+      const patience = new AbortController();
+      const outcome = await Promise.race([
+        watching.then((stop) => stop, () => "failed" as const),
+        delay(Math.max(0, Math.min(SUBSCRIBE_TIMEOUT_MS, deadline - Date.now())), "late" as const, { signal: patience.signal }).catch(() => "failed" as const),
+      ]);
+      patience.abort();
+      if (typeof outcome === "function") {
+        stopWatching = outcome;
+      } else {
+        recheckMs = Math.min(recheckMs, UNSUBSCRIBED_RECHECK_MS);
+        if (outcome === "late") {
+          watching.then((stop) => (finished ? stop() : (stopWatching = stop)), () => undefined);
+        }
+      }
       if (options.signal.aborted) return undefined;
-      snapshot = await this.store.readInbox(seat, false);
+      // Only the recv's first read counts as activity.
+      let current = await this.store.readInbox(seat, earlier === undefined);
+      snapshot = current;
       for (;;) {
-        if (snapshot.messages.length > 0) return snapshot;
+        if (current.messages.length > 0) return current;
         const remaining = deadline - Date.now();
-        if (remaining <= 0) return snapshot;
+        if (remaining <= 0) return current;
         // Wake at the room's expiry too: the re-read then answers 404.
-        const reason = await waiter.next(Math.min(remaining, recheckMs, Math.max(snapshot.expiresInMs, 0) + 5));
+        // The re-check is jittered so that recvs that arrived together do not re-read together.
+        const recheck = recheckMs * (0.8 + Math.random() * 0.4);
+        const reason = await waiter.next(Math.min(remaining, recheck, Math.max(current.expiresInMs, 0) + 5));
         if (reason === "aborted") return undefined;
-        if (reason === "drained") return { ...snapshot, messages: [] };
-        if (reason === "timer" && Date.now() >= deadline) return { ...snapshot, messages: [] };
-        snapshot = await this.store.readInbox(seat, false);
+        if (reason === "drained") return { ...current, messages: [] };
+        if (reason === "timer" && Date.now() >= deadline) return { ...current, messages: [] };
+        current = await this.store.readInbox(seat, false);
+        snapshot = current;
       }
     } finally {
+      finished = true;
       this.waiters.delete(waiter);
       options.signal.removeEventListener("abort", onAbort);
       stopWatching();

@@ -1,6 +1,6 @@
 // The store interface. The HTTP layer talks only to this; the Redis store and the
 // in-process store both implement it and pass one behaviour suite.
-import type { Message, Seat, StatsResponse } from "@duet/protocol";
+import type { Message, Seat } from "@duet/protocol";
 
 /** What a seat's holder proves it is: the SHA-256 of its token, never the token. */
 export interface SeatCredentials {
@@ -52,6 +52,8 @@ export interface WakeupBus {
    * Returns the function that stops listening.
    */
   watch(code: string, listener: (event: WakeEvent) => void): Promise<() => void>;
+  /** True when wake-ups for the room already reach this node (watch would cost nothing). */
+  isListening(code: string): boolean;
 }
 
 export interface RoomStore {
@@ -66,11 +68,21 @@ export interface RoomStore {
   ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }>;
   getStatus(seat: SeatCredentials): Promise<RoomStatus>;
   closeRoom(seat: SeatCredentials, force: boolean): Promise<void>;
-  getStats(): Promise<StatsResponse>;
+  getStats(): Promise<StoreTally>;
   /** True when the store answers (readiness). */
   isReady(): Promise<boolean>;
   /** Releases connections and timers. */
   close(): Promise<void>;
+}
+
+/** Totals since the store was created, and rooms open right now. */
+export interface StoreTally {
+  sessions: number;
+  paired: number;
+  messages: number;
+  bytes: number;
+  closed: number;
+  roomsOpen: number;
 }
 
 export interface RoomLifetimes {

@@ -159,3 +159,11 @@ forEachTarget((target) => {
     });
   });
 });
+
+forEachTarget((target) => {
+  it("a path that cannot be percent-decoded is 400 bad_request, not a 5xx", async () => {
+    const reply = await target().client.call("GET", "/join/k7dq-3mxa-9z2f%ZZ");
+    expect(reply.status).toBe(400);
+    expect(reply.body.error).toBe("bad_request");
+  });
+});

@@ -62,3 +62,22 @@ describe("hard cap", () => {
     { env: { ROOM_IDLE_SECONDS: "60", ROOM_MAX_SECONDS: "3" } },
   );
 });
+
+describe("tally of expired rooms", () => {
+  forEachTarget(
+    (target) => {
+      it("an expired room leaves rooms_open and counts in duet_store_rooms_expired", async () => {
+        const { client } = target();
+        const metric = async (name: string) => Number(new RegExp(`^${name} (\\d+)`, "m").exec((await client.call("GET", "/metrics", { node: 0 })).text)?.[1]);
+        const openBefore = (await client.stats()).body.rooms_open;
+        const expiredBefore = await metric("duet_store_rooms_expired");
+        await client.pairedRoom();
+        expect((await client.stats()).body.rooms_open - openBefore).toBe(1);
+        await sleep(2300);
+        expect((await client.stats()).body.rooms_open - openBefore).toBe(0);
+        expect((await metric("duet_store_rooms_expired")) - expiredBefore).toBe(1);
+      });
+    },
+    { env: { ROOM_IDLE_SECONDS: "2", ROOM_MAX_SECONDS: "60" } },
+  );
+});

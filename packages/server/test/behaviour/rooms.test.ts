@@ -171,12 +171,23 @@ forEachTarget((target) => {
       await client.send(room.code, room.b, "refused", "k1"); // a replay stores nothing new
       const after = await client.stats({ headers: { "user-agent": "curl/8.0" } });
       expect(after.status).toBe(200);
-      expect(Object.keys(after.body).sort()).toEqual(["bytes", "messages", "paired", "sessions"]);
+      expect(Object.keys(after.body).sort()).toEqual(["bytes", "messages", "paired", "rooms_open", "sessions"]);
       expect(after.body.sessions - before.sessions).toBe(2);
       expect(after.body.paired - before.paired).toBe(1);
       expect(after.body.messages - before.messages).toBe(3);
       expect(after.body.bytes - before.bytes).toBe(6 + 3 + 7);
       for (const value of Object.values(after.body)) expect(Number.isInteger(value)).toBe(true);
+    });
+
+    it("rooms_open is a live gauge: up on open, down on close", async () => {
+      const { client } = target();
+      const before = (await client.stats()).body.rooms_open;
+      const room = await client.pairedRoom();
+      const other = (await client.open()).body;
+      expect((await client.stats()).body.rooms_open - before).toBe(2);
+      await client.close(room.code, room.a);
+      await client.close(other.code, other.token);
+      expect((await client.stats()).body.rooms_open - before).toBe(0);
     });
   });
 });

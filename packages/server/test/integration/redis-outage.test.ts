@@ -2,7 +2,7 @@
 // fails fast with 503 unavailable (none hangs), and the node recovers by itself when Redis
 // returns. Also graceful shutdown: SIGTERM answers waiting recvs and exits cleanly.
 import { Redis } from "ioredis";
-import { spawnRedis, type SpawnedRedis } from "../support/redis-server";
+import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 const timed = async <T>(work: Promise<T>) => {
@@ -101,4 +101,20 @@ describe("graceful shutdown", () => {
       await target.close();
     }
   }, 30_000);
+});
+
+describe("rate-limit store failures", () => {
+  it("a Redis that refuses SCRIPT LOAD lets calls through (fail open) and never takes the process down", async () => {
+    const redis = await spawnRedis(["--rename-command", "SCRIPT", ""]);
+    const target = await startTarget("process", { REDIS_URL: redis.url, RATE_LIMIT_REQUESTS: "100", RATE_LIMIT_ROOMS: "100" });
+    try {
+      for (let i = 0; i < 5; i++) expect((await target.client.open()).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(target.process!.exitCode).toBeNull();
+      expect((await target.client.call("GET", "/readyz")).status).toBe(200);
+    } finally {
+      await target.close();
+      await redis.stop();
+    }
+  });
 });

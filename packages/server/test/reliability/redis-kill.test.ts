@@ -6,7 +6,7 @@
 import { rmSync } from "node:fs";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { checkHistory, History } from "../support/history";
-import { spawnRedis, type SpawnedRedis } from "../support/redis-server";
+import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";
 import { median, openRoomWithRetry, runRoomWorkload } from "../support/workload";
 

@@ -3,7 +3,7 @@
 // back), and every connection reset while sends are in flight.
 import { Redis } from "ioredis";
 import { checkHistory, History, messageText, type Operation } from "../support/history";
-import { spawnRedis, type SpawnedRedis } from "../support/redis-server";
+import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy";
 import { startTarget, type RelayTarget } from "../support/targets";
 import { median, openRoomWithRetry, percentile, runRoomWorkload } from "../support/workload";

@@ -3,7 +3,7 @@
 // the worst delay from a send's answer to its recv's answer stays under the safety re-check
 // interval (WAKE_RECHECK_SECONDS), because a reconnect re-reads every waiter at once.
 import { Redis } from "ioredis";
-import { spawnRedis, type SpawnedRedis } from "../support/redis-server";
+import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";
 import { median, percentile } from "../support/workload";
 

@@ -2,8 +2,6 @@
 // spawned from PATH on a free port; else a testcontainers Redis (needs Docker).
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
-import { spawnCluster } from "./redis-cluster";
-import { spawnRedis, which } from "./redis-server";
 
 declare global {
   var __TEST_REDIS_STOP__: (() => Promise<void>) | undefined;
@@ -18,7 +16,9 @@ async function startContainer() {
 
 export default async function globalSetup() {
   // The black-box target runs the built server: build it from the current source (~2 s).
-  execFileSync("pnpm", ["--filter", "@duet/server...", "build"], { cwd: join(__dirname, "../../../.."), stdio: "ignore" });
+  // (the shared fixtures too: jest loads this file without its module mapping).
+  execFileSync("pnpm", ["--filter", "@duet/server...", "--filter", "@duet/testkit", "build"], { cwd: join(__dirname, "../../../.."), stdio: "ignore" });
+  const { spawnCluster, spawnRedis, which } = await import("@duet/testkit");
   // The cluster targets: REDIS_CLUSTER_NODES if set, else three masters spawned here.
   if (!process.env.REDIS_CLUSTER_NODES) {
     const cluster = await spawnCluster(3);

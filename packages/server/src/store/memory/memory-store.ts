@@ -6,12 +6,11 @@ import {
   PEER_ACTIVE_WINDOW_MS,
   type Message,
   type Seat,
-  type StatsResponse,
 } from "@duet/protocol";
 import { apiError } from "../../errors.js";
 import { LocalWakeupBus } from "../../realtime/local-wakeups.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken, tokenHashesEqual } from "../credentials.js";
-import type { InboxSnapshot, RoomLifetimes, RoomStatus, RoomStore, SeatCredentials, SeatGrant, SendInput } from "../room-store.js";
+import type { InboxSnapshot, RoomLifetimes, RoomStatus, RoomStore, SeatCredentials, SeatGrant, SendInput, StoreTally } from "../room-store.js";
 
 interface StoredMessage {
   id: string;
@@ -37,7 +36,7 @@ export class MemoryRoomStore implements RoomStore {
   readonly kind = "memory" as const;
   readonly wakeups = new LocalWakeupBus();
   private readonly rooms = new Map<string, Room>();
-  private readonly tally = { sessions: 0, paired: 0, messages: 0, bytes: 0 };
+  private readonly tally = { sessions: 0, paired: 0, messages: 0, bytes: 0, closed: 0 };
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(
@@ -190,10 +189,14 @@ export class MemoryRoomStore implements RoomStore {
       throw apiError("unread");
     }
     this.endRoom(credentials.code);
+    this.tally.closed++;
   }
 
-  async getStats(): Promise<StatsResponse> {
-    return { ...this.tally };
+  async getStats(): Promise<StoreTally> {
+    const now = this.now();
+    let roomsOpen = 0;
+    for (const room of this.rooms.values()) if (room.expiresAt > now) roomsOpen++;
+    return { ...this.tally, roomsOpen };
   }
 
   async isReady(): Promise<boolean> {

@@ -23,43 +23,49 @@ const baseOptions = (settings: RedisSettings): RedisOptions => ({
   lazyConnect: false,
 });
 
-/** The command connection: scripts, tallies, pings. */
-export function createCommandClient(settings: RedisSettings): RedisClient {
+export interface RedisConnections {
+  /** Scripts, tallies, pings. */
+  commands: RedisClient;
+  /** Wake-up subscriptions: one per node, whatever the number of waiting recvs. */
+  subscriber: RedisClient;
+}
+
+/**
+ * A node's Redis connections, constant whatever the number of waiting recvs. On one Redis:
+ * a command connection and a subscriber connection. On a cluster: a command client (one
+ * connection per master) and a subscribing client (its own connection per master, used
+ * only for topology, plus one sharded subscriber per master): 3 per master.
+ */
+export function createRedisConnections(settings: RedisSettings): RedisConnections {
+  // No command timeout on the subscriber: it carries no request-reply traffic past the
+  // SSUBSCRIBE confirmations. A cluster's shard subscribers are restored by ioredis's
+  // subscriber group; a single Redis's by RedisWakeupBus (below).
+  const subscriberOptions: RedisOptions = { ...baseOptions(settings), commandTimeout: undefined, autoResubscribe: true };
   if (settings.clusterNodes) {
-    const options: ClusterOptions = {
+    const commands = new Cluster(settings.clusterNodes, {
       enableOfflineQueue: false,
       enableAutoPipelining: true,
       redisOptions: baseOptions(settings),
       clusterRetryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2000),
-      // MOVED/ASK retries must outlast a failover (cluster-node-timeout) only partly: past
-      // that, failing fast with 503 is better than holding the request.
+      // MOVED/ASK retries cover a slot migration; past that, failing fast with 503 is
+      // better than holding the request through a whole failover.
       retryDelayOnFailover: 200,
       maxRedirections: 16,
-    };
-    return new Cluster(settings.clusterNodes, options);
-  }
-  return new Redis(settings.url!, { ...baseOptions(settings), enableAutoPipelining: true });
-}
-
-/**
- * The subscriber connection: one per node, whatever the number of waiting recvs. In a
- * cluster, ioredis keeps one sharded subscriber per master behind it.
- */
-export function createSubscriberClient(settings: RedisSettings): RedisClient {
-  // No command timeout: a subscriber connection carries no request-reply traffic of ours
-  // past the (S)SUBSCRIBE confirmations. A cluster's shard subscribers are restored by
-  // ioredis's subscriber group; a single Redis's by RedisWakeupBus.
-  const options: RedisOptions = { ...baseOptions(settings), commandTimeout: undefined, autoResubscribe: true };
-  if (settings.clusterNodes) {
-    return new Cluster(settings.clusterNodes, {
+    });
+    // A client of its own: sharded subscriptions on the command client lost wake-ups in
+    // our cross-node race test (ioredis 6.0.0); on a separate client none were lost.
+    const subscriber = new Cluster(settings.clusterNodes, {
       enableOfflineQueue: false,
       shardedSubscribers: true,
-      redisOptions: options,
+      redisOptions: subscriberOptions,
       clusterRetryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2000),
     });
+    return { commands, subscriber };
   }
+  const commands = new Redis(settings.url!, { ...baseOptions(settings), enableAutoPipelining: true });
   // On one Redis the wake-up bus restores its own subscriptions after a reconnect:
   // ioredis's autoResubscribe sends them without handling their promises, and a connection
   // lost again before they are confirmed rejects them unhandled, which ends the process.
-  return new Redis(settings.url!, { ...options, autoResubscribe: false });
+  const subscriber = new Redis(settings.url!, { ...subscriberOptions, autoResubscribe: false });
+  return { commands, subscriber };
 }

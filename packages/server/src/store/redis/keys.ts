@@ -7,7 +7,7 @@
 // single key takes every write.
 import { CODE_ALPHABET } from "@duet/protocol";
 
-export type RoomKeys = [room: string, inboxA: string, inboxB: string, bodies: string, idempotency: string];
+export type RoomKeys = [room: string, inboxA: string, inboxB: string, bodies: string, idempotency: string, live: string];
 
 export class RedisKeys {
   constructor(readonly prefix: string) {}
@@ -16,10 +16,18 @@ export class RedisKeys {
     return `{${code.slice(0, 2)}}`;
   }
 
-  /** The room's five keys, in the order every seat script expects them (KEYS[1..5]). */
+  /**
+   * The room's six keys, in the order every script expects them (KEYS[1..6]): its own five
+   * and the live-rooms set of its tag.
+   */
   room(code: string): RoomKeys {
     const base = `${this.prefix}${this.tag(code)}:${code}`;
-    return [`${base}:room`, `${base}:inbox:a`, `${base}:inbox:b`, `${base}:bodies`, `${base}:idem`];
+    return [`${base}:room`, `${base}:inbox:a`, `${base}:inbox:b`, `${base}:bodies`, `${base}:idem`, this.liveSet(this.tag(code))];
+  }
+
+  /** Sorted set of the tag's rooms, scored by expiry time: "rooms open now" counts the future. */
+  private liveSet(tag: string): string {
+    return `${this.prefix}${tag}:live`;
   }
 
   /** Tally counters for the rooms that share this code's tag. */
@@ -27,10 +35,15 @@ export class RedisKeys {
     return `${this.prefix}${this.tag(code)}:tally`;
   }
 
-  /** Every tally hash: one per tag. */
-  allTallies(): string[] {
-    const keys: string[] = [];
-    for (const first of CODE_ALPHABET) for (const second of CODE_ALPHABET) keys.push(`${this.prefix}{${first}${second}}:tally`);
+  /** Every tag's tally hash and live-rooms set. */
+  allTallies(): { tally: string; live: string }[] {
+    const keys: { tally: string; live: string }[] = [];
+    for (const first of CODE_ALPHABET) {
+      for (const second of CODE_ALPHABET) {
+        const tag = `{${first}${second}}`;
+        keys.push({ tally: `${this.prefix}${tag}:tally`, live: this.liveSet(tag) });
+      }
+    }
     return keys;
   }
 

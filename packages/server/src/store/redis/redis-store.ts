@@ -7,7 +7,6 @@ import {
   PEER_ACTIVE_WINDOW_MS,
   type Message,
   type Seat,
-  type StatsResponse,
 } from "@duet/protocol";
 import { ApiError, apiError } from "../../errors.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken } from "../credentials.js";
@@ -19,6 +18,7 @@ import type {
   SeatCredentials,
   SeatGrant,
   SendInput,
+  StoreTally,
   WakeupBus,
 } from "../room-store.js";
 import type { RedisClient } from "./connection.js";
@@ -39,7 +39,8 @@ function failureOf(status: number, conflict: () => ApiError): Error {
 }
 
 // Replies that mean "Redis cannot serve right now", as opposed to a bug in a script.
-const TRANSIENT_REPLY = /^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|BUSY|NOREPLICAS|MOVED|ASK)\b/;
+// OOM: with maxmemory-policy noeviction a full Redis refuses writes until rooms expire.
+const TRANSIENT_REPLY = /^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|BUSY|NOREPLICAS|MOVED|ASK|OOM)\b/;
 
 /** Connection loss, timeouts and transient replies become 503; script bugs stay 500. */
 export function storeFailure(error: unknown): unknown {
@@ -54,6 +55,8 @@ const seatOf = (value: unknown): Seat => (value === "b" ? "b" : "a");
 
 export interface RedisStoreOptions {
   client: RedisClient;
+  /** The wake-up bus's connection, closed with the store. */
+  subscriber?: RedisClient;
   wakeups: WakeupBus;
   keyPrefix: string;
   lifetimes: RoomLifetimes;
@@ -70,6 +73,7 @@ export class RedisRoomStore implements RoomStore {
   readonly wakeups: WakeupBus;
   readonly keys: RedisKeys;
   private readonly client: RedisClient;
+  private readonly subscriber?: RedisClient;
   private readonly idleMs: number;
   private readonly maxMs: number;
   private readonly operationTimeoutMs: number;
@@ -77,6 +81,7 @@ export class RedisRoomStore implements RoomStore {
   constructor(options: RedisStoreOptions) {
     this.operationTimeoutMs = options.operationTimeoutMs ?? 2000;
     this.client = options.client;
+    this.subscriber = options.subscriber;
     this.wakeups = options.wakeups;
     this.keys = new RedisKeys(options.keyPrefix);
     this.idleMs = options.lifetimes.idleMs;
@@ -108,8 +113,7 @@ export class RedisRoomStore implements RoomStore {
       for (;;) {
         const code = mintRoomCode();
         const token = mintSeatToken();
-        const [room] = this.keys.room(code);
-        const expiresInMs = await this.client.duetOpen(room, this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs);
+        const expiresInMs = await this.client.duetOpen(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs);
         if (expiresInMs >= 0) return { code, seat: "a", token, expiresInMs };
       }
     });
@@ -182,21 +186,29 @@ export class RedisRoomStore implements RoomStore {
 
   closeRoom(seat: SeatCredentials, force: boolean): Promise<void> {
     return this.run(async () => {
-      const status = await this.client.duetClose(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, force ? "1" : "0", this.keys.wakeChannel(seat.code));
+      const status = await this.client.duetClose(...this.keys.room(seat.code), this.keys.tallyFor(seat.code), seat.tokenHash, this.idleMs, force ? "1" : "0", this.keys.wakeChannel(seat.code));
       if (status < 0) throw failureOf(status, () => apiError("unread"));
     });
   }
 
-  getStats(): Promise<StatsResponse> {
+  getStats(): Promise<StoreTally> {
     return this.run(async () => {
-      // One HMGET per tag; auto-pipelining sends them together (grouped per node in a cluster).
-      const rows = await Promise.all(this.keys.allTallies().map((key) => this.client.hmget(key, "sessions", "paired", "messages", "bytes")));
-      const totals = { sessions: 0, paired: 0, messages: 0, bytes: 0 };
-      for (const [sessions, paired, messages, bytes] of rows) {
+      // Two commands per tag; auto-pipelining sends them together (grouped per node in a
+      // cluster). Callers cache the result (see CachedTally): this is not per-request work.
+      const now = Date.now();
+      const rows = await Promise.all(
+        this.keys.allTallies().map(({ tally, live }) =>
+          Promise.all([this.client.hmget(tally, "sessions", "paired", "messages", "bytes", "closed"), this.client.zcount(live, `(${now}`, "+inf")]),
+        ),
+      );
+      const totals: StoreTally = { sessions: 0, paired: 0, messages: 0, bytes: 0, closed: 0, roomsOpen: 0 };
+      for (const [[sessions, paired, messages, bytes, closed], open] of rows) {
         totals.sessions += Number(sessions ?? 0);
         totals.paired += Number(paired ?? 0);
         totals.messages += Number(messages ?? 0);
         totals.bytes += Number(bytes ?? 0);
+        totals.closed += Number(closed ?? 0);
+        totals.roomsOpen += open;
       }
       return totals;
     });
@@ -211,6 +223,7 @@ export class RedisRoomStore implements RoomStore {
   }
 
   async close(): Promise<void> {
-    await this.client.quit().catch(() => this.client.disconnect());
+    const connections = this.subscriber ? [this.client, this.subscriber] : [this.client];
+    await Promise.all(connections.map((connection) => connection.quit().catch(() => connection.disconnect())));
   }
 }

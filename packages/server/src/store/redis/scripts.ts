@@ -17,7 +17,7 @@ type Arg = string | number;
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    duetOpen(room: string, tally: string, tokenHash: string, idleMs: number, maxMs: number): Result<number, Context>;
+    duetOpen(...keysThenArgs: Arg[]): Result<number, Context>;
     duetJoin(...keysThenArgs: Arg[]): Result<number, Context>;
     duetSend(...keysThenArgs: Arg[]): Result<[number, string?, number?], Context>;
     duetRecv(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
@@ -28,13 +28,13 @@ declare module "ioredis" {
 }
 
 const SCRIPTS = {
-  duetOpen: { file: "open-2.lua", numberOfKeys: 2 },
-  duetJoin: { file: "join-6.lua", numberOfKeys: 6 },
-  duetSend: { file: "send-6.lua", numberOfKeys: 6 },
-  duetRecv: { file: "recv-5.lua", numberOfKeys: 5 },
-  duetAck: { file: "ack-5.lua", numberOfKeys: 5 },
-  duetStatus: { file: "status-5.lua", numberOfKeys: 5 },
-  duetClose: { file: "close-5.lua", numberOfKeys: 5 },
+  duetOpen: { file: "open-7.lua", numberOfKeys: 7 },
+  duetJoin: { file: "join-7.lua", numberOfKeys: 7 },
+  duetSend: { file: "send-7.lua", numberOfKeys: 7 },
+  duetRecv: { file: "recv-6.lua", numberOfKeys: 6 },
+  duetAck: { file: "ack-6.lua", numberOfKeys: 6 },
+  duetStatus: { file: "status-6.lua", numberOfKeys: 6 },
+  duetClose: { file: "close-7.lua", numberOfKeys: 7 },
 } as const;
 
 export function defineScripts(redis: Redis | Cluster): void {

@@ -1,6 +1,7 @@
--- Shared by every script that acts for a seat. Expects the room's keys in this order:
+-- Shared by every script that acts on a room. Expects the room's keys in this order:
 -- KEYS[1] room hash, KEYS[2] inbox of a, KEYS[3] inbox of b, KEYS[4] bodies hash,
--- KEYS[5] idempotency hash. Status codes: -404 room gone, -401 wrong token.
+-- KEYS[5] idempotency hash, KEYS[6] live-rooms sorted set of the room's tag (code -> expiry).
+-- Status codes: -404 room gone, -401 wrong token.
 
 -- Redis server time, in milliseconds: every node of the relay sees the same clock.
 local function now_ms()
@@ -35,8 +36,15 @@ local function touch(seat, now, idle_ms)
   return math.min(now + idle_ms, hard)
 end
 
+-- The room's code, from its hash's name ("<prefix>{tag}:<code>:room").
+local function room_code()
+  return string.match(KEYS[1], ':([^:]+):room$')
+end
+
 -- Every key of the room dies at the same instant (a list emptied and refilled loses its TTL,
--- so this runs after the writes).
+-- so this runs after the writes). The live set records the same expiry, so that "rooms open
+-- now" is a count of scores in the future.
 local function expire_room(expires_at)
   for i = 1, 5 do redis.call('PEXPIREAT', KEYS[i], expires_at) end
+  redis.call('ZADD', KEYS[6], expires_at, room_code())
 end

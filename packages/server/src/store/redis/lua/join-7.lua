@@ -1,5 +1,5 @@
 -- join: claims seat b.
--- KEYS[1..5] the room's keys (see includes/seat.lua), KEYS[6] tally hash of the room's slot
+-- KEYS[1..6] the room's keys (see includes/seat.lua), KEYS[7] tally hash of the room's tag
 -- ARGV[1] token hash of seat b, ARGV[2] idle lifetime ms
 -- Returns: ms until the room expires, -404 no such room, -409 both seats taken.
 --!include seat.lua
@@ -10,5 +10,5 @@ local now = now_ms()
 redis.call('HSET', KEYS[1], 'tb', ARGV[1])
 local expires_at = touch('b', now, tonumber(ARGV[2]))
 expire_room(expires_at)
-redis.call('HINCRBY', KEYS[6], 'paired', 1)
+redis.call('HINCRBY', KEYS[7], 'paired', 1)
 return expires_at - now

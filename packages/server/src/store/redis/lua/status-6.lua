@@ -1,5 +1,5 @@
 -- status: the room as the caller's seat sees it.
--- KEYS[1..5] the room's keys (see includes/seat.lua)
+-- KEYS[1..6] the room's keys (see includes/seat.lua)
 -- ARGV[1] token hash, ARGV[2] idle lifetime ms, ARGV[3] peer-active window ms
 -- Returns: {seat, ms until expiry, peer joined 0/1, peer active 0/1, pending in, pending out},
 -- or {-404} / {-401}.

@@ -3,7 +3,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { Redis } from "ioredis";
-import { spawnRedis, type SpawnedRedis } from "./redis-server";
+import { spawnRedis, type SpawnedRedis } from "./redis-server.js";
 
 const run = promisify(execFile);
 

@@ -1,0 +1,30 @@
+// One duet node for the bench: the product's own startRelay and configuration, run in a
+// child process that also reports its metrics over IPC (see node-metrics.ts).
+import { loadConfig } from "@duet/server/dist/config.js";
+import { createLogger } from "@duet/server/dist/logger.js";
+import { startRelay } from "@duet/server/dist/main.js";
+import type { DuetApp } from "@duet/server/dist/app.js";
+import { connectionCount, reportMetrics } from "./node-metrics.js";
+
+async function main(): Promise<void> {
+  const config = loadConfig(process.env);
+  const relay = await startRelay(config, createLogger(config.logLevel));
+  // startRelay does not hand out the app; the server's request listener is that app.
+  const app = relay.server.listeners("request")[0] as DuetApp;
+  reportMetrics(async () => ({ waiting: app.locals.waitingRecvs.size, connections: await connectionCount(relay.server) }));
+  process.on("message", (message: { type?: string }) => {
+    if (message?.type === "stop") void relay.shutdown().finally(() => process.exit(0));
+  });
+  process.on("disconnect", () => void relay.shutdown().finally(() => process.exit(0)));
+  // The node listens before its Redis connections are up, and commands fail fast (no
+  // offline queue) until they are: the bench starts loading only once it is ready.
+  for (const deadline = Date.now() + 10_000; !(await relay.store.isReady()); await new Promise((r) => setTimeout(r, 20))) {
+    if (Date.now() > deadline) throw new Error("store not ready after 10 s");
+  }
+  process.send?.({ type: "ready", url: relay.url });
+}
+
+main().catch((error) => {
+  process.stderr.write(`duet-node: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,71 @@
+// Metrics a benchmarked server process reports to the bench over IPC: memory, event-loop
+// delay and CPU time. IPC rather than an extra HTTP route, so the product server gains no
+// bench-only endpoint and the load generator's sockets are not involved.
+import { monitorEventLoopDelay } from "node:perf_hooks";
+
+export interface NodeMetrics {
+  rss: number;
+  heapUsed: number;
+  external: number;
+  eldP50Ms: number;
+  eldP99Ms: number;
+  eldMaxMs: number;
+  cpuUserUs: number;
+  cpuSystemUs: number;
+  /** Requests the node is holding open (waiting recvs), as the node counts them. */
+  waiting: number;
+  /** TCP connections the HTTP server holds. */
+  connections: number;
+}
+
+export interface MetricsRequest {
+  type: "metrics";
+  id: number;
+  /** Run a full GC first (the process must be started with --expose-gc). */
+  gc?: boolean;
+  /** Start a new event-loop delay window after this reading. */
+  resetEld?: boolean;
+}
+
+/** Answers {type:"metrics"} IPC messages for the rest of the process's life. */
+export function reportMetrics(sample: () => Promise<{ waiting: number; connections: number }>): void {
+  // 10 ms resolution: the target is a p99 of 20 ms, finer sampling only costs CPU. The
+  // histogram records whole timer intervals (an idle loop reads ~10 ms), so the interval is
+  // subtracted to report the delay alone.
+  const RESOLUTION_MS = 10;
+  const eld = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+  eld.enable();
+  const delay = (ns: number) => Math.max(0, ns / 1e6 - RESOLUTION_MS);
+  process.on("message", (message: MetricsRequest) => {
+    if (message?.type !== "metrics") return;
+    const gc = (globalThis as { gc?: () => void }).gc;
+    if (message.gc && gc) {
+      // Twice: the first pass can leave weakly held and finalised objects for the second.
+      gc();
+      gc();
+    }
+    void sample().then(({ waiting, connections }) => {
+      const memory = process.memoryUsage();
+      const cpu = process.cpuUsage();
+      const metrics: NodeMetrics = {
+        rss: memory.rss,
+        heapUsed: memory.heapUsed,
+        external: memory.external,
+        eldP50Ms: delay(eld.percentile(50)),
+        eldP99Ms: delay(eld.percentile(99)),
+        eldMaxMs: delay(eld.max),
+        cpuUserUs: cpu.user,
+        cpuSystemUs: cpu.system,
+        waiting,
+        connections,
+      };
+      if (message.resetEld) eld.reset();
+      process.send?.({ type: "metrics", id: message.id, metrics });
+    });
+  });
+}
+
+/** The HTTP server's open connection count. */
+export function connectionCount(server: import("node:http").Server): Promise<number> {
+  return new Promise((resolve) => server.getConnections((_error, count) => resolve(count ?? 0)));
+}

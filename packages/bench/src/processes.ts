@@ -1,0 +1,126 @@
+// The processes of a run: our own redis-server on a free port (never the shared one), the
+// duet nodes and the ceiling servers as child processes with an IPC channel, and CPU
+// pinning so the measured server and the load generator do not fight for one core.
+import { execFileSync, fork, type ChildProcess } from "node:child_process";
+import { join } from "node:path";
+import { freePort, spawnRedis } from "@duet/testkit";
+import { Redis } from "ioredis";
+import type { MetricsRequest, NodeMetrics } from "./node-metrics.js";
+
+/** CPU of the measured servers; the load generator and Redis take the other one. */
+export const SERVER_CPU = "0";
+export const LOAD_CPU = "1";
+
+let pinning = true;
+/** Pins a process to a CPU; quietly does nothing where taskset is missing. */
+export function pin(pid: number, cpu: string): void {
+  if (!pinning) return;
+  try {
+    execFileSync("taskset", ["-a", "-p", "-c", cpu, String(pid)], { stdio: "ignore" });
+  } catch {
+    pinning = false;
+  }
+}
+export const pinningWorks = () => pinning;
+
+export { freePort };
+
+export interface RedisProcess {
+  url: string;
+  client: Redis;
+  stop(): Promise<void>;
+}
+
+/** A redis-server of the run's own (never the shared one), pinned beside the load generator. */
+export async function startRedis(): Promise<RedisProcess> {
+  const redis = await spawnRedis(["--maxclients", "50000"]);
+  pin(redis.process.pid!, LOAD_CPU);
+  const client = new Redis(redis.url, { connectionName: "bench", maxRetriesPerRequest: 0 });
+  return {
+    url: redis.url,
+    client,
+    stop: async () => {
+      client.disconnect();
+      await redis.stop();
+    },
+  };
+}
+
+export interface ServerProcess {
+  name: string;
+  url: string;
+  pid: number;
+  metrics(options?: { gc?: boolean; resetEld?: boolean }): Promise<NodeMetrics>;
+  stop(): Promise<void>;
+}
+
+let nextMetricsId = 1;
+
+/** Starts dist/<script> as a child process and waits for its {type:"ready", url}. */
+export async function startServer(
+  name: string,
+  script: "duet-node.js" | "ceiling-node.js",
+  options: { args?: string[]; env?: Record<string, string>; execArgv?: string[]; cpu?: string } = {},
+): Promise<ServerProcess> {
+  const child: ChildProcess = fork(join(__dirname, script), options.args ?? [], {
+    env: { ...process.env, ...options.env },
+    execArgv: ["--expose-gc", ...(options.execArgv ?? [])],
+    // Logs go nowhere: a pino line per request is still produced (that cost is duet's),
+    // only not kept.
+    stdio: ["ignore", "ignore", "inherit", "ipc"],
+  });
+  pin(child.pid!, options.cpu ?? SERVER_CPU);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 15_000);
+    child.once("exit", (code) => reject(new Error(`${name} exited with ${code} before it was ready`)));
+    child.on("message", (message: { type?: string; url?: string }) => {
+      if (message?.type === "ready") {
+        clearTimeout(timer);
+        resolve(message.url!);
+      }
+    });
+  });
+  return {
+    name,
+    url,
+    pid: child.pid!,
+    metrics: (request = {}) =>
+      new Promise<NodeMetrics>((resolve, reject) => {
+        const id = nextMetricsId++;
+        const timer = setTimeout(() => reject(new Error(`${name} did not report metrics`)), 20_000);
+        const onMessage = (message: { type?: string; id?: number; metrics?: NodeMetrics }) => {
+          if (message?.type !== "metrics" || message.id !== id) return;
+          clearTimeout(timer);
+          child.off("message", onMessage);
+          resolve(message.metrics!);
+        };
+        child.on("message", onMessage);
+        child.send({ type: "metrics", id, ...request } satisfies MetricsRequest);
+      }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+        child.once("exit", () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        child.send({ type: "stop" });
+      }),
+  };
+}
+
+/** Environment of a duet node for the bench: rate limits off, its own key prefix. */
+export function duetEnv(redisUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PORT: "0",
+    HOST: "127.0.0.1",
+    REDIS_URL: redisUrl,
+    REDIS_KEY_PREFIX: "duet:",
+    RATE_LIMIT_REQUESTS: "0",
+    RATE_LIMIT_ROOMS: "0",
+    SHUTDOWN_DRAIN_SECONDS: "1",
+    LOG_LEVEL: "info",
+    ...extra,
+  };
+}

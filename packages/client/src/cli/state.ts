@@ -1,0 +1,83 @@
+// The CLI's state file: one entry per room this machine holds a seat in, with the seat's
+// secret token. Only its owner may read it (0600 in a 0700 directory); it is replaced
+// atomically so a crash never leaves half a file, and an entry goes when its room does.
+import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+
+export interface RoomEntry {
+  code: string;
+  seat: "a" | "b";
+  token: string;
+  /** The relay this room lives on. */
+  baseUrl: string;
+  /** Only the opener has it. */
+  joinUrl?: string;
+  /** ISO time the seat was taken. */
+  since: string;
+}
+
+interface StateFile {
+  version: 1;
+  rooms: Record<string, RoomEntry>;
+}
+
+/** $DUET_STATE_DIR, else $XDG_STATE_HOME/duet, else ~/.local/state/duet. */
+export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.DUET_STATE_DIR) return env.DUET_STATE_DIR;
+  if (env.XDG_STATE_HOME) return join(env.XDG_STATE_HOME, "duet");
+  return join(homedir(), ".local", "state", "duet");
+}
+
+export class StateStore {
+  readonly path: string;
+
+  constructor(readonly dir: string) {
+    this.path = join(dir, "rooms.json");
+  }
+
+  list(): RoomEntry[] {
+    return Object.values(this.read().rooms);
+  }
+
+  get(code: string): RoomEntry | undefined {
+    return this.read().rooms[code];
+  }
+
+  put(entry: RoomEntry): void {
+    const state = this.read();
+    state.rooms[entry.code] = entry;
+    this.write(state);
+  }
+
+  /** Removes the room's entry; true when there was one. */
+  remove(code: string): boolean {
+    const state = this.read();
+    if (!(code in state.rooms)) return false;
+    delete state.rooms[code];
+    this.write(state);
+    return true;
+  }
+
+  private read(): StateFile {
+    let text: string;
+    try {
+      text = readFileSync(this.path, "utf8");
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return { version: 1, rooms: {} };
+      throw error;
+    }
+    const parsed = JSON.parse(text) as Partial<StateFile>;
+    return { version: 1, rooms: parsed.rooms ?? {} };
+  }
+
+  private write(state: StateFile): void {
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    // The temporary file is created 0600 from the start: the token is never readable by others, not even briefly.
+    const temporary = `${this.path}.${randomBytes(6).toString("hex")}.tmp`;
+    writeFileSync(temporary, JSON.stringify(state, null, 2) + "\n", { mode: 0o600, flag: "wx" });
+    chmodSync(temporary, 0o600); // the umask may have narrowed it; never widened, but be exact
+    renameSync(temporary, this.path);
+  }
+}

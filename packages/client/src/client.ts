@@ -1,0 +1,444 @@
+// DuetClient: the typed SDK over fetch. One method per endpoint, plus the flows people
+// want: waitForPeer, receiveLoop, and a send that retries safely with an idempotency key.
+import { randomUUID } from "node:crypto";
+import {
+  AckResponse,
+  CloseResponse,
+  ERRORS,
+  JoinResponse,
+  MAX_PENDING_MESSAGES,
+  MAX_TEXT_BYTES,
+  MAX_WAIT_MS,
+  OpenResponse,
+  RecvResponse,
+  SendResponse,
+  StatsResponse,
+  StatusResponse,
+  USER_AGENT,
+  normalizeRoomCode,
+  type Message,
+} from "@duet/protocol";
+import type { z } from "zod";
+import { DuetAbortError, DuetError, DuetNetworkError, DuetTimeoutError, isProtocolCode } from "./errors.js";
+import { Deadline, backoffMs } from "./timing.js";
+
+export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
+
+/** What a seat-bound call needs: the room code and this seat's secret token. */
+export interface SeatCredentials {
+  code: string;
+  token: string;
+}
+
+export interface DuetClientOptions {
+  /** Relay base URL, e.g. https://relay.example. Default http://127.0.0.1:8080. */
+  baseUrl?: string;
+  /** fetch implementation; default the global fetch of Node. Tests inject one. */
+  fetch?: typeof fetch;
+  /** Longest wait for one HTTP answer (recv adds its wait on top). Default 30 s. */
+  requestTimeoutMs?: number;
+  /** Total time a call may spend retrying (rate limits, network errors). Default 30 s. */
+  retryTimeoutMs?: number;
+  /** Clock, for tests. Default Date.now. */
+  now?: () => number;
+}
+
+export interface CallOptions {
+  /** Cancels the call (and its retries); it then rejects with DuetAbortError. */
+  signal?: AbortSignal;
+  /** Total time for this call including retries; default the client's retryTimeoutMs. */
+  timeoutMs?: number;
+  /** Told before each wait, e.g. to show "rate limited, retrying in 2 s". */
+  onWait?: (event: WaitEvent) => void;
+}
+
+/** Why a flow is waiting, and for how long (when known). */
+export interface WaitEvent {
+  reason: "rate_limited" | "mailbox_full" | "network" | "unavailable" | "peer";
+  delayMs: number;
+  attempt: number;
+}
+
+export interface SendOptions extends CallOptions {
+  /** Reuse to make a retry of the same logical send return the same id. Default: a fresh random key. */
+  idempotencyKey?: string;
+}
+
+export interface RecvOptions extends CallOptions {
+  /** Milliseconds the relay may hold the call open waiting for a message, 0..25000. Default 25000. */
+  waitMs?: number;
+}
+
+export interface WaitForPeerOptions extends CallOptions {
+  /** Milliseconds between status polls. Default 1000. */
+  intervalMs?: number;
+}
+
+export interface ReceiveLoopOptions {
+  /** Stops the loop; it then resolves. */
+  signal?: AbortSignal;
+  /** Long-poll wait per recv, 0..25000 ms. Default 25000. */
+  waitMs?: number;
+  /** Resolve after this many messages were handled and acked. Default: run until aborted. */
+  maxMessages?: number;
+  /** Time each recv and ack may spend retrying before the loop gives up. Default the client's retryTimeoutMs. */
+  retryTimeoutMs?: number;
+  onWait?: (event: WaitEvent) => void;
+}
+
+/** Send budget: mailbox_full waits for the peer to read, which takes longer than a rate limit. */
+const DEFAULT_SEND_TIMEOUT_MS = 120_000;
+const DEFAULT_WAIT_FOR_PEER_MS = 300_000;
+/** recv is answered within its wait plus a small margin; beyond this the connection is dead. */
+const RECV_ANSWER_MARGIN_MS = 10_000;
+
+type RetryKind = "refusals" | "refusals-and-network";
+
+/** The typed duet SDK. Every call sends User-Agent duet/0.1. */
+export class DuetClient {
+  readonly baseUrl: string;
+  private readonly fetchImpl: typeof fetch;
+  private readonly requestTimeoutMs: number;
+  private readonly retryTimeoutMs: number;
+  private readonly now: () => number;
+
+  constructor(options: DuetClientOptions = {}) {
+    this.baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, "");
+    this.fetchImpl = options.fetch ?? globalThis.fetch;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+    this.retryTimeoutMs = options.retryTimeoutMs ?? 30_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  // ---- endpoints ----------------------------------------------------------------------
+
+  /** Opens a room and takes seat "a". The token is secret; `share` is what to paste to the peer. */
+  open(options: CallOptions = {}): Promise<OpenResponse> {
+    // A network failure is not retried: the room may exist already, and a second open would orphan one.
+    return this.retrying("open", "refusals", options, (timeoutMs) =>
+      this.request("POST", "/v1/open", OpenResponse, { body: {}, signal: options.signal, timeoutMs }),
+    );
+  }
+
+  /** Joins a room by its code and takes seat "b". Case, spaces and dashes in the code are tolerated. */
+  join(code: string, options: CallOptions = {}): Promise<JoinResponse> {
+    // Not retried after a network failure either: if the first join landed, a retry answers 409 full.
+    return this.retrying("join", "refusals", options, (timeoutMs) =>
+      this.request("POST", "/v1/join", JoinResponse, { body: { code: canonicalCode(code) }, signal: options.signal, timeoutMs }),
+    );
+  }
+
+  /**
+   * Sends a text to the peer and returns its id (accepted, not yet read). Retries network
+   * errors, 503 and 429 rate_limited (after Retry-After) with the same idempotency key, so
+   * a retry never delivers twice; on 429 mailbox_full it waits until the room has room
+   * again (the peer acked) and sends nothing else meanwhile. Gives up after timeoutMs
+   * (default 120 s) with the last refusal.
+   */
+  async send(seat: SeatCredentials, text: string, options: SendOptions = {}): Promise<SendResponse> {
+    const bytes = Buffer.byteLength(text, "utf8");
+    if (bytes > MAX_TEXT_BYTES) {
+      throw new DuetError("too_large", `The text is ${bytes} UTF-8 bytes; at most ${MAX_TEXT_BYTES} fit. ${ERRORS.too_large.remedy}`, { status: 400 });
+    }
+    const idempotencyKey = options.idempotencyKey ?? randomUUID();
+    const body = { code: canonicalCode(seat.code), text, idempotency_key: idempotencyKey };
+    const mailbox: MailboxWatch = {};
+    return this.retrying(
+      "send",
+      "refusals-and-network",
+      { timeoutMs: DEFAULT_SEND_TIMEOUT_MS, ...options },
+      (timeoutMs) => this.request("POST", "/v1/send", SendResponse, { body, token: seat.token, signal: options.signal, timeoutMs }),
+      (deadline, refusal) => this.waitForMailboxSpace(seat, deadline, refusal, mailbox, options),
+    );
+  }
+
+  /** Peeks at pending messages for this seat (oldest first), waiting up to waitMs for one. Does not consume. */
+  recv(seat: SeatCredentials, options: RecvOptions = {}): Promise<RecvResponse> {
+    const waitMs = options.waitMs ?? MAX_WAIT_MS;
+    const query = { code: canonicalCode(seat.code), wait: String(waitMs) };
+    return this.retrying("recv", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
+      this.request("GET", "/v1/recv", RecvResponse, {
+        query,
+        token: seat.token,
+        signal: options.signal,
+        timeoutMs: Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS),
+      }),
+    );
+  }
+
+  /** Acknowledges (deletes) received messages: the delivery receipt. Idempotent. */
+  ack(seat: SeatCredentials, ids: string[], options: CallOptions = {}): Promise<AckResponse> {
+    const body = { code: canonicalCode(seat.code), ids };
+    return this.retrying("ack", "refusals-and-network", options, (timeoutMs) =>
+      this.request("POST", "/v1/ack", AckResponse, { body, token: seat.token, signal: options.signal, timeoutMs }),
+    );
+  }
+
+  /** Room status for this seat: members, lifetime, whether the peer joined and is active, pending counts. */
+  status(seat: SeatCredentials, options: CallOptions = {}): Promise<StatusResponse> {
+    const query = { code: canonicalCode(seat.code) };
+    return this.retrying("status", "refusals-and-network", options, (timeoutMs) =>
+      this.request("GET", "/v1/status", StatusResponse, { query, token: seat.token, signal: options.signal, timeoutMs }),
+    );
+  }
+
+  /**
+   * Closes the room for both seats. Without force the relay refuses (409 unread) while any
+   * message is unacked. A retry after a lost answer that finds the room gone counts as closed.
+   */
+  async close(seat: SeatCredentials, options: CallOptions & { force?: boolean } = {}): Promise<CloseResponse> {
+    const body = { code: canonicalCode(seat.code), force: options.force ?? false };
+    return this.retrying("close", "refusals-and-network", options, async (timeoutMs, attempt) => {
+      try {
+        return await this.request("POST", "/v1/close", CloseResponse, { body, token: seat.token, signal: options.signal, timeoutMs });
+      } catch (error) {
+        if (attempt > 0 && error instanceof DuetError && error.code === "not_found") return { ok: true as const };
+        throw error;
+      }
+    });
+  }
+
+  /** The public tally: totals only, no bodies or tokens. */
+  stats(options: CallOptions = {}): Promise<StatsResponse> {
+    return this.retrying("stats", "refusals-and-network", options, (timeoutMs) =>
+      this.request("GET", "/v1/stats", StatsResponse, { signal: options.signal, timeoutMs }),
+    );
+  }
+
+  // ---- flows --------------------------------------------------------------------------
+
+  /**
+   * Polls status until the second seat is claimed and returns that status. Rejects with
+   * DuetTimeoutError after timeoutMs (default 5 min), DuetAbortError when signalled.
+   */
+  async waitForPeer(seat: SeatCredentials, options: WaitForPeerOptions = {}): Promise<StatusResponse> {
+    const deadline = new Deadline(options.timeoutMs ?? DEFAULT_WAIT_FOR_PEER_MS, "Waiting for the peer to join", this.now);
+    const intervalMs = options.intervalMs ?? 1000;
+    for (let attempt = 0; ; attempt++) {
+      const status = await this.status(seat, { signal: options.signal, onWait: options.onWait, timeoutMs: Math.max(1, deadline.remainingMs()) });
+      if (status.peer_joined) return status;
+      options.onWait?.({ reason: "peer", delayMs: intervalMs, attempt });
+      await deadline.sleepWithin(intervalMs, options.signal);
+    }
+  }
+
+  /**
+   * Long-polls recv and hands each message to `handle`, one at a time, oldest first. A
+   * message is acked only after `handle` resolves; if `handle` throws, the loop stops with
+   * that error and the message stays pending for a later reader. Within one loop a message
+   * is never handed twice (if its ack is lost, the ack is retried without handing it again).
+   * Resolves with the number of messages handled when the signal fires or maxMessages is
+   * reached; rejects with DuetError not_found when the room is closed or expires.
+   */
+  async receiveLoop(
+    seat: SeatCredentials,
+    handle: (message: Message) => unknown | Promise<unknown>,
+    options: ReceiveLoopOptions = {},
+  ): Promise<{ handled: number }> {
+    const { signal, maxMessages } = options;
+    const retry = { timeoutMs: options.retryTimeoutMs ?? this.retryTimeoutMs, onWait: options.onWait };
+    // Ids handed to `handle` whose ack has not been confirmed; acked ids never come back.
+    const handledNotAcked = new Set<string>();
+    let handled = 0;
+    while (!signal?.aborted && (maxMessages === undefined || handled < maxMessages)) {
+      let messages: Message[];
+      try {
+        const waitMs = options.waitMs ?? MAX_WAIT_MS;
+        ({ messages } = await this.recv(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs }));
+      } catch (error) {
+        if (signal?.aborted && error instanceof DuetAbortError) break;
+        throw error;
+      }
+      const redelivered = messages.filter((m) => handledNotAcked.has(m.id)).map((m) => m.id);
+      if (redelivered.length > 0 && !(await this.ackHandled(seat, redelivered, handledNotAcked, retry))) continue;
+      for (const message of messages) {
+        if (redelivered.includes(message.id)) continue;
+        if (signal?.aborted || (maxMessages !== undefined && handled >= maxMessages)) break;
+        await handle(message);
+        handled++;
+        handledNotAcked.add(message.id);
+        // The rest of this batch comes back with the next recv, after the lost ack is retried.
+        if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
+      }
+    }
+    return { handled };
+  }
+
+  // ---- plumbing -----------------------------------------------------------------------
+
+  /**
+   * Acks handled messages for receiveLoop. Deliberately not cancelled by the loop's signal:
+   * the messages were handled, so their receipt should land. A transient failure that
+   * outlasts the retry budget is not fatal: the ids stay in `handledNotAcked`, the next
+   * recv returns them, and they are acked then without being handed again. Returns
+   * whether the ack landed.
+   */
+  private async ackHandled(seat: SeatCredentials, ids: string[], handledNotAcked: Set<string>, retry: CallOptions): Promise<boolean> {
+    try {
+      await this.ack(seat, ids, retry);
+    } catch (error) {
+      if (error instanceof DuetError && (isTransient(error) || error.code === "rate_limited")) return false;
+      throw error;
+    }
+    ids.forEach((id) => handledNotAcked.delete(id));
+    return true;
+  }
+
+  /**
+   * Runs `attempt` until it succeeds, the budget runs out or the caller aborts. Refusals
+   * that mean "not now" (429 rate_limited, 503) are always retried: the relay did nothing.
+   * Network errors only for calls that are safe to repeat. `onMailboxFull` decides how a
+   * send waits for room in the mailbox.
+   */
+  private async retrying<T>(
+    what: string,
+    kind: RetryKind,
+    options: CallOptions,
+    attempt: (requestTimeoutMs: number, attemptNumber: number) => Promise<T>,
+    onMailboxFull?: (deadline: Deadline, refusal: DuetError) => Promise<void>,
+  ): Promise<T> {
+    const deadline = new Deadline(options.timeoutMs ?? this.retryTimeoutMs, what, this.now);
+    let failures = 0;
+    for (let attemptNumber = 0; ; attemptNumber++) {
+      if (options.signal?.aborted) throw new DuetAbortError();
+      try {
+        return await attempt(Math.max(1, Math.min(this.requestTimeoutMs, deadline.remainingMs())), attemptNumber);
+      } catch (error) {
+        if (!(error instanceof DuetError)) throw error;
+        if (error.code === "rate_limited") {
+          const delayMs = (error.retryAfterSeconds ?? 1) * 1000;
+          options.onWait?.({ reason: "rate_limited", delayMs, attempt: attemptNumber });
+          await deadline.sleepWithin(delayMs, options.signal, error);
+        } else if (error.code === "mailbox_full" && onMailboxFull) {
+          await onMailboxFull(deadline, error);
+        } else if (isTransient(error) && (kind === "refusals-and-network" || error.code === "unavailable")) {
+          const delayMs = error.retryAfterSeconds !== undefined ? error.retryAfterSeconds * 1000 : backoffMs(failures++, 250, 4000);
+          options.onWait?.({ reason: error.code === "unavailable" ? "unavailable" : "network", delayMs, attempt: attemptNumber });
+          await deadline.sleepWithin(delayMs, options.signal, error);
+        } else {
+          throw error;
+        }
+      }
+    }
+  }
+
+  /**
+   * After 429 mailbox_full: polls status until the room holds fewer unacked messages, so
+   * the retry has a chance. The mailbox can also be full by bytes with fewer than 8
+   * messages; then the first retry goes at once and later ones wait for the count to drop.
+   */
+  private async waitForMailboxSpace(seat: SeatCredentials, deadline: Deadline, refusal: DuetError, watch: MailboxWatch, options: CallOptions): Promise<void> {
+    const pendingNow = async () => {
+      const status = await this.status(seat, { signal: options.signal, timeoutMs: Math.max(1, deadline.remainingMs()) });
+      return status.pending_in + status.pending_out;
+    };
+    let pending = await pendingNow();
+    if (pending < MAX_PENDING_MESSAGES && pending !== watch.pendingAtLastRetry) {
+      watch.pendingAtLastRetry = pending;
+      return;
+    }
+    const threshold = Math.min(pending, MAX_PENDING_MESSAGES);
+    for (let poll = 0; pending >= threshold; poll++) {
+      const delayMs = backoffMs(poll, 500, 2000);
+      options.onWait?.({ reason: "mailbox_full", delayMs, attempt: poll });
+      await deadline.sleepWithin(delayMs, options.signal, refusal);
+      pending = await pendingNow();
+    }
+    watch.pendingAtLastRetry = pending;
+  }
+
+  private async request<S extends z.ZodType>(
+    method: "GET" | "POST",
+    path: string,
+    schema: S,
+    options: { body?: unknown; query?: Record<string, string>; token?: string; signal?: AbortSignal; timeoutMs: number },
+  ): Promise<z.infer<S>> {
+    const url = this.baseUrl + path + (options.query ? `?${new URLSearchParams(options.query)}` : "");
+    const headers: Record<string, string> = { "User-Agent": USER_AGENT, Accept: "application/json" };
+    if (options.body !== undefined) headers["Content-Type"] = "application/json";
+    if (options.token !== undefined) headers.Authorization = `Bearer ${options.token}`;
+    const timeout = AbortSignal.timeout(options.timeoutMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    const failure = (error: unknown): DuetError => {
+      if (options.signal?.aborted) return new DuetAbortError(undefined, error);
+      if (timeout.aborted) return new DuetTimeoutError(`${method} ${path} got no answer within ${options.timeoutMs} ms.`, error);
+      // Never quote headers here: the Authorization header holds the token.
+      return new DuetNetworkError(`Cannot reach the duet relay at ${this.baseUrl} (${describeCause(error)}).`, error);
+    };
+
+    let response: Response;
+    let text: string;
+    try {
+      response = await this.fetchImpl(url, {
+        method,
+        headers,
+        body: options.body === undefined ? undefined : JSON.stringify(options.body),
+        signal,
+      });
+      text = await response.text();
+    } catch (error) {
+      throw failure(error);
+    }
+
+    let json: unknown;
+    try {
+      json = text === "" ? undefined : JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    if (!response.ok) throw errorFromAnswer(response, json, method, path);
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      throw new DuetError("invalid_response", `${method} ${path} answered ${response.status} with a body that is not the duet protocol.`, {
+        status: response.status,
+      });
+    }
+    return parsed.data;
+  }
+}
+
+interface MailboxWatch {
+  pendingAtLastRetry?: number;
+}
+
+/** The canonical code when the input is one; otherwise as given, so the relay names the problem. */
+function canonicalCode(code: string): string {
+  return normalizeRoomCode(code) ?? code;
+}
+
+function isTransient(error: DuetError): boolean {
+  return error.code === "network" || error.code === "timeout" || error.code === "unavailable";
+}
+
+function errorFromAnswer(response: Response, json: unknown, method: string, path: string): DuetError {
+  const retryAfter = Number(response.headers.get("retry-after"));
+  const retryAfterSeconds = Number.isFinite(retryAfter) && retryAfter >= 0 && response.headers.has("retry-after") ? retryAfter : undefined;
+  const body = json as { error?: unknown; message?: unknown } | undefined;
+  if (body && typeof body.error === "string" && isProtocolCode(body.error)) {
+    const message = typeof body.message === "string" ? body.message : ERRORS[body.error].message;
+    return new DuetError(body.error, message, { status: response.status, retryAfterSeconds });
+  }
+  const code = codeForStatus(response.status);
+  return new DuetError(code, `${method} ${path} answered HTTP ${response.status}${code === "invalid_response" ? " (not a duet error body)" : ""}.`, {
+    status: response.status,
+    retryAfterSeconds,
+  });
+}
+
+function codeForStatus(status: number): DuetError["code"] {
+  switch (status) {
+    case 400: return "bad_request";
+    case 401: return "unauthorized";
+    case 403: return "forbidden";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 429: return "rate_limited";
+    case 502: case 503: case 504: return "unavailable";
+    default: return status >= 500 ? "internal" : "invalid_response";
+  }
+}
+
+function describeCause(error: unknown): string {
+  const cause = (error as { cause?: { code?: string; message?: string } })?.cause;
+  return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
+}

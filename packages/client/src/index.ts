@@ -1,0 +1,5 @@
+// @duet/client: the typed SDK of the duet relay (the CLI lives in ./cli).
+export * from "./client.js";
+export * from "./errors.js";
+export { extractRoomCode, type ExtractedRoom } from "./room-input.js";
+export type { Message, OpenResponse, JoinResponse, SendResponse, RecvResponse, AckResponse, StatusResponse, CloseResponse, StatsResponse } from "@duet/protocol";

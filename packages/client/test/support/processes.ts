@@ -1,0 +1,124 @@
+// Test helpers that start real processes: the relay (node packages/server/dist/main.js on
+// port 0, in-process store or a Redis), a throwaway redis-server, and the built duet CLI.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { freePort, spawnRedis } from "@duet/testkit";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+export const ROOT = resolve(__dirname, "../../../..");
+export const SERVER_MAIN = join(ROOT, "packages/server/dist/main.js");
+export const CLI_MAIN = join(ROOT, "packages/client/dist/cli/main.js");
+
+export interface RelayProcess {
+  url: string;
+  /** Everything the relay wrote to stdout and stderr so far. */
+  logs(): string;
+  stop(): Promise<void>;
+}
+
+/** Starts the relay on a free port; REDIS_URL is unset unless `env` sets it. */
+export async function startRelay(env: Record<string, string> = {}): Promise<RelayProcess> {
+  const { REDIS_URL: _ignored, REDIS_CLUSTER_NODES: _ignoredToo, ...inherited } = process.env;
+  const child = spawn(process.execPath, [SERVER_MAIN], {
+    env: { ...inherited, PORT: "0", HOST: "127.0.0.1", RATE_LIMIT_ROOMS: "1000", RATE_LIMIT_REQUESTS: "100000", STATS_CACHE_MS: "0", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    const timer = setTimeout(() => reject(new Error(`relay did not start:\n${output}`)), 15_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      for (const line of output.split("\n")) {
+        if (!line.includes('"listening"')) continue;
+        try {
+          const parsed = JSON.parse(line) as { msg?: string; url?: string };
+          if (parsed.msg === "listening" && parsed.url) {
+            clearTimeout(timer);
+            resolveUrl(parsed.url);
+          }
+        } catch {
+          // not a complete JSON line yet
+        }
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`relay exited with ${code}:\n${output}`));
+    });
+  });
+  child.removeAllListeners("exit");
+  return { url, logs: () => output, stop: () => stopProcess(child) };
+}
+
+export { freePort };
+
+/** A redis-server of our own on a free port (never the shared 6379), without persistence. */
+export async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
+  const redis = await spawnRedis();
+  return { url: redis.url, stop: () => redis.stop() };
+}
+
+function stopProcess(child: ChildProcess): Promise<void> {
+  return new Promise((resolveStop) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolveStop();
+    const killer = setTimeout(() => child.kill("SIGKILL"), 5000);
+    child.once("exit", () => {
+      clearTimeout(killer);
+      resolveStop();
+    });
+    child.kill("SIGTERM");
+  });
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A running `duet` process; `done` resolves when it exits. */
+export interface CliRun {
+  child: ChildProcess;
+  done: Promise<CliResult>;
+  /** Resolves once stdout holds `count` lines. */
+  lines(count: number): Promise<string[]>;
+}
+
+/** Starts the built CLI with its own state directory and relay URL. */
+export function startCli(args: string[], options: { stateDir: string; url: string; stdin?: string; env?: Record<string, string> }): CliRun {
+  const child = spawn(process.execPath, [CLI_MAIN, ...args], {
+    env: { ...process.env, DUET_STATE_DIR: options.stateDir, DUET_URL: options.url, ...options.env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  const waiters: Array<() => void> = [];
+  child.stdout!.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+    waiters.splice(0).forEach((wake) => wake());
+  });
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdin!.end(options.stdin ?? "");
+  const done = new Promise<CliResult>((resolveDone) => child.once("close", (code) => resolveDone({ code, stdout, stderr })));
+  const lines = async (count: number): Promise<string[]> => {
+    const current = () => stdout.split("\n").filter((line) => line !== "");
+    while (current().length < count) {
+      if (child.exitCode !== null) throw new Error(`duet ${args.join(" ")} exited with ${child.exitCode} before printing ${count} lines:\n${stdout}\n${stderr}`);
+      await Promise.race([new Promise<void>((wake) => waiters.push(wake)), new Promise((r) => setTimeout(r, 100))]);
+    }
+    return current();
+  };
+  return { child, done, lines };
+}
+
+/** Runs the CLI to completion. */
+export function runCli(args: string[], options: { stateDir: string; url: string; stdin?: string; env?: Record<string, string> }): Promise<CliResult> {
+  return startCli(args, options).done;
+}
+
+export function temporaryDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}

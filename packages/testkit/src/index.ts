@@ -1,0 +1,3 @@
+// @duet/testkit: fixtures the duet packages' tests and benchmarks share.
+export * from "./redis-server.js";
+export * from "./redis-cluster.js";
