@@ -79,7 +79,7 @@ export class RedisRoomStore implements RoomStore {
   private readonly operationTimeoutMs: number;
 
   constructor(options: RedisStoreOptions) {
-    this.operationTimeoutMs = options.operationTimeoutMs ?? 2000;
+    this.operationTimeoutMs = options.operationTimeoutMs ?? 1500;
     this.client = options.client;
     this.subscriber = options.subscriber;
     this.wakeups = options.wakeups;
