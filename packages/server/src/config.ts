@@ -82,8 +82,6 @@ export const ConfigSchema = z
     }
   });
 
-export type EnvConfig = z.output<typeof ConfigSchema>;
-
 /** The server's settings, in the units the code uses. */
 export interface Config {
   port: number;

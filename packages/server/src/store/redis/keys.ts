@@ -56,10 +56,4 @@ export class RedisKeys {
   rateLimit(name: string): string {
     return `${this.prefix}rl:${name}:`;
   }
-
-  /** The room code a wake channel belongs to. */
-  codeOfWakeChannel(channel: string): string | undefined {
-    const match = /:([0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}):wake$/.exec(channel);
-    return match?.[1];
-  }
 }
