@@ -1,14 +1,11 @@
 // Long-poll recv: answer at once when something is pending, otherwise wait for a wake-up,
 // the room's end (404), or the wait running out (empty list). Shared by both stores.
-import { setTimeout as delay } from "node:timers/promises";
 import type { InboxSnapshot, RoomStore, SeatCredentials, WakeEvent } from "../store/room-store.js";
 
 type WakeReason = "wake" | "timer" | "aborted" | "drained";
 
 /** How often a recv re-reads when it could not subscribe to wake-ups. */
 const UNSUBSCRIBED_RECHECK_MS = 1000;
-/** How long a recv waits for its subscription to be confirmed before re-reading instead. */
-const SUBSCRIBE_TIMEOUT_MS = 2000;
 
 /** One waiting recv: collects wake-ups so none is lost between a read and the next wait. */
 class Waiter {
@@ -109,26 +106,16 @@ export class WaitingRecvs {
     // Registered before anything can stall, so that shutdown reaches this recv too.
     this.waiters.add(waiter);
     if (this.draining) waiter.fire("drained");
-    let finished = false;
     let stopWatching = () => {};
     let recheckMs = options.recheckMs;
     try {
-      // A subscription that fails, or is not confirmed in time (a cluster shard's
-      // subscriber being replaced, say), does not fail the recv: it re-reads every second.
-      const watching = this.store.wakeups.watch(seat.code, waiter.onEvent);
-      const patience = new AbortController();
-      const outcome = await Promise.race([
-        watching.then((stop) => stop, () => "failed" as const),
-        delay(Math.max(0, Math.min(SUBSCRIBE_TIMEOUT_MS, deadline - Date.now())), "late" as const, { signal: patience.signal }).catch(() => "failed" as const),
-      ]);
-      patience.abort();
-      if (typeof outcome === "function") {
-        stopWatching = outcome;
-      } else {
+      // A subscription that fails, or is not confirmed in time (the bus bounds that wait:
+      // a cluster shard's subscriber being replaced, say), does not fail the recv: it
+      // re-reads every second instead.
+      try {
+        stopWatching = await this.store.wakeups.watch(seat.code, waiter.onEvent);
+      } catch {
         recheckMs = Math.min(recheckMs, UNSUBSCRIBED_RECHECK_MS);
-        if (outcome === "late") {
-          watching.then((stop) => (finished ? stop() : (stopWatching = stop)), () => undefined);
-        }
       }
       if (options.signal.aborted) return undefined;
       // Only the recv's first read counts as activity.
@@ -149,7 +136,6 @@ export class WaitingRecvs {
         snapshot = current;
       }
     } finally {
-      finished = true;
       this.waiters.delete(waiter);
       options.signal.removeEventListener("abort", onAbort);
       stopWatching();
