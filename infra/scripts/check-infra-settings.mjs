@@ -140,7 +140,7 @@ const runtime = stages.at(-1) ?? "";
 const packageManager = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).packageManager;
 check(stages.length >= 2, `Dockerfile is multi-stage (${stages.length} stages)`);
 check(dockerfile.includes(`pnpm@${packageManager.split("@")[1]}`) && /--frozen-lockfile/.test(dockerfile), `Dockerfile builds with ${packageManager} from the lockfile`);
-check(/deploy\s+--prod/.test(dockerfile), "Dockerfile deploys production dependencies only (pnpm deploy --prod)");
+check(/install\s+--frozen-lockfile\s+--offline\s+--prod/.test(dockerfile), "Dockerfile ships production dependencies only (pnpm install --prod from the lockfile)");
 const user = /^USER\s+(\S+)/m.exec(runtime)?.[1];
 check(/^[1-9][0-9]*(:[0-9]+)?$/.test(user ?? ""), `runtime stage runs as a numeric non-root user (${user})`);
 const runAsUser = relayDeployments[0]?.obj.spec.template.spec.securityContext?.runAsUser;
@@ -151,7 +151,7 @@ check(healthcheck.includes('"node"') && healthcheck.includes("/healthz") && !/cu
 check(!/pnpm|npm install/.test(runtime.replace(/^#.*$/gm, "")), "runtime stage installs nothing (no pnpm/npm)");
 const cmd = JSON.parse(/^CMD\s+(\[.*\])\s*$/m.exec(runtime)?.[1] ?? "[]");
 const serverMain = JSON.parse(readFileSync(join(ROOT, "packages/server/package.json"), "utf8")).main?.replace(/^\.\//, "");
-check(cmd[0] === "node" && cmd[1] === serverMain, `CMD runs the server's main (${cmd.join(" ")} vs ${serverMain})`);
+check(cmd[0] === "node" && cmd[1] === `packages/server/${serverMain}`, `CMD runs the server's main (${cmd.join(" ")} vs ${serverMain})`);
 
 console.log(failures ? `\ncheck-infra-settings: ${failures} problem(s)` : "\ncheck-infra-settings: all settings consistent");
 process.exit(failures ? 1 : 0);
