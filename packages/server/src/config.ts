@@ -54,27 +54,27 @@ const clusterNodes = z
 
 export const ConfigSchema = z
   .object({
-    PORT: integer(8080, 0, 65535),
-    HOST: optionalText.transform((v) => v ?? "127.0.0.1"),
-    PUBLIC_URL: optionalText.pipe(z.url({ protocol: /^https?$/ }).optional()).transform((v) => v?.replace(/\/+$/, "")),
-    TRUST_PROXY: trustProxy,
-    REDIS_URL: optionalText.pipe(z.url({ protocol: /^rediss?$/ }).optional()),
-    REDIS_CLUSTER_NODES: clusterNodes,
-    REDIS_KEY_PREFIX: optionalText.transform((v) => v ?? "duet:"),
+    PORT: integer(8080, 0, 65535).describe("TCP port to listen on; `0` picks a free one."),
+    HOST: optionalText.transform((v) => v ?? "127.0.0.1").describe("Address to listen on. Containers must set `0.0.0.0` (the image does)."),
+    PUBLIC_URL: optionalText.pipe(z.url({ protocol: /^https?$/ }).optional()).transform((v) => v?.replace(/\/+$/, "")).describe("Public base URL, e.g. `https://duet.example.com`, for `join_url`, the share block and the recipe. Unset: taken from each request. Set it behind a load balancer."),
+    TRUST_PROXY: trustProxy.describe("Proxies in front whose `X-Forwarded-For`/`-Proto` are honoured: their number (`1` behind one nginx or ingress-nginx) or their addresses/subnets, comma-separated (`10.0.0.0/8,127.0.0.1`). `true` is refused: it would let any client choose the IP its rate limit counts."),
+    REDIS_URL: optionalText.pipe(z.url({ protocol: /^rediss?$/ }).optional()).describe("`redis://[:password@]host:6379[/db]` or `rediss://` (TLS). Unset, with `REDIS_CLUSTER_NODES` unset too: rooms live in process memory (one node only, lost on restart)."),
+    REDIS_CLUSTER_NODES: clusterNodes.describe("Redis Cluster seed nodes, `host:port,host:port`, instead of `REDIS_URL` (never both)."),
+    REDIS_KEY_PREFIX: optionalText.transform((v) => v ?? "duet:").describe("Prefix of every Redis key and channel; lets several installations share one Redis."),
     // 1.5 s: with the rate-limit count's own 500 ms bound, no call outlasts its wait by more
     // than about 2 s while Redis is silent.
-    REDIS_COMMAND_TIMEOUT_MS: integer(1500, 50, 60_000),
-    ROOM_IDLE_SECONDS: integer(1800, 1, 86_400),
-    ROOM_MAX_SECONDS: integer(1800, 1, 86_400),
-    UA_POLICY: z.enum(["denylist", "off", "strict"]).optional().transform((v) => v ?? "denylist"),
-    RATE_LIMIT_WINDOW_SECONDS: integer(60, 1, 86_400),
-    RATE_LIMIT_REQUESTS: integer(600, 0),
-    RATE_LIMIT_ROOMS: integer(60, 0),
-    WAKE_RECHECK_SECONDS: integer(5, 1, 3600),
-    STATS_CACHE_MS: integer(1000, 0, 60_000),
-    SHUTDOWN_DRAIN_SECONDS: integer(10, 0, 600),
-    KEEP_ALIVE_TIMEOUT_SECONDS: integer(65, 1, 3600),
-    LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional().transform((v) => v ?? "info"),
+    REDIS_COMMAND_TIMEOUT_MS: integer(1500, 50, 60_000).describe("A store call slower than this answers 503 `unavailable`, so no call outlasts its wait by more than about 2 s while Redis is silent."),
+    ROOM_IDLE_SECONDS: integer(1800, 1, 86_400).describe("Idle lifetime: a room ends this long after its last authenticated call."),
+    ROOM_MAX_SECONDS: integer(1800, 1, 86_400).describe("Hard lifetime: a room ends this long after open, whatever happens."),
+    UA_POLICY: z.enum(["denylist", "off", "strict"]).optional().transform((v) => v ?? "denylist").describe("`denylist`: 403 for empty and generic library User-Agents on room calls; `strict`: only `duet/…`; `off`: any."),
+    RATE_LIMIT_WINDOW_SECONDS: integer(60, 1, 86_400).describe("Window of the per-IP rate limits (shared by all nodes through Redis)."),
+    RATE_LIMIT_REQUESTS: integer(600, 0).describe("Room calls and stats reads per IP per window; `0` turns the limit off."),
+    RATE_LIMIT_ROOMS: integer(60, 0).describe("Opens and joins per IP per window, on top of the above; `0` turns the limit off."),
+    WAKE_RECHECK_SECONDS: integer(5, 1, 3600).describe("A waiting recv re-reads its inbox this often (±20 %) even without a wake-up, in case one was lost."),
+    STATS_CACHE_MS: integer(1000, 0, 60_000).describe("`/v1/stats` and the relay-wide metrics are read from the store at most this often per node (on Redis each read is 2,048 pipelined commands)."),
+    SHUTDOWN_DRAIN_SECONDS: integer(10, 0, 600).describe("On SIGTERM: readiness turns 503, waiting recvs answer at once, and in-flight calls get this long to finish before connections are cut."),
+    KEEP_ALIVE_TIMEOUT_SECONDS: integer(65, 1, 3600).describe("Idle keep-alive of client connections; keep it above the load balancer's upstream idle timeout."),
+    LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional().transform((v) => v ?? "info").describe("`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`."),
   })
   .superRefine((env, ctx) => {
     if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) {

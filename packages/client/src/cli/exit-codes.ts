@@ -1,5 +1,5 @@
 // Exit codes of the duet CLI, one per class of error, and the one-line advice for each.
-// `duet --help` prints this table, and the README copies it.
+// `duet --help` prints this table, and docs/cli.md copies it.
 import { DuetError } from "../errors.js";
 
 export const EXIT = {

@@ -1,4 +1,4 @@
-// Rooms: open, join, status, close and the public tally (relay-spec "Room" table).
+// Rooms: open, join, status, close and the public tally (docs/protocol.md §5 "Rooms", §11.1 "Stats").
 import { forEachTarget } from "../support/targets";
 
 const CODE = /^[0-9a-hjkmnp-tv-z]{4}-[0-9a-hjkmnp-tv-z]{4}-[0-9a-hjkmnp-tv-z]{4}$/;

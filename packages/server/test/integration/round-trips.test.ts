@@ -1,5 +1,5 @@
 // Redis round trips per operation, counted by Redis itself (INFO commandstats) on a Redis
-// of this test's own. These are the figures in the README's "Redis cost" table.
+// of this test's own. These are the figures in docs/redis.md §4.
 import { Redis } from "ioredis";
 import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";

@@ -20,7 +20,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 // appendfsync always fsyncs before answering. everysec writes the AOF before answering
 // too but fsyncs once a second: a killed redis-server loses nothing (the kernel still holds
 // the written pages), a crashed machine can lose about the last second. Only the first
-// can be shown here; the second is stated in RELIABILITY.md.
+// can be shown here; the second is stated in docs/reliability.md.
 describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (appendfsync %s)", (fsync) => {
   let redis: SpawnedRedis;
   let target: RelayTarget;
