@@ -102,7 +102,7 @@ describe("downloads: the CLI bundle and the skill", () => {
   });
 });
 
-describe("the share block and the join page", () => {
+describe("the share block, the join page and the recipe", () => {
   it("both say in one line how to get the CLI from this relay and join", async () => {
     const app = appWith(publicDir);
     const opened = await request(app).post("/v1/open").set("User-Agent", "duet/0.1").send({});
@@ -116,5 +116,9 @@ describe("the share block and the join page", () => {
     expect(markdown.text).toContain(`${BASE}/v1/skill.md`);
     const html = await request(app).get(`/join/${opened.body.code}`).set("Accept", "text/html");
     expect(html.text).toContain(`<code>${line.replace(/&/g, "&amp;")}</code>`);
+
+    const recipe = await request(app).get("/v1/api");
+    expect(recipe.text).toContain("`GET /v1/cli/duet.cjs`");
+    expect(recipe.text).toContain("`GET /v1/skill.md`");
   });
 });
