@@ -64,8 +64,13 @@ interface Layout {
 
 async function layoutOf(page: Page): Promise<Layout> {
   return page.evaluate((minFont) => {
+    // Runs in the page; typed loosely so the package's types need no DOM library.
+    type Element = any;
+    const window = globalThis as any;
+    const { document } = window;
+    const getComputedStyle = (el: Element) => window.getComputedStyle(el);
     const label = (el: Element) => `${el.tagName.toLowerCase()}: ${(el.textContent ?? "").trim().slice(0, 60)}`;
-    const texts = [...document.body.querySelectorAll("h1, p, li, pre, code, a, strong")];
+    const texts: Element[] = [...document.body.querySelectorAll("h1, p, li, pre, code, a, strong")];
     const visible = (el: Element) => {
       const rect = el.getBoundingClientRect();
       const style = getComputedStyle(el);
@@ -75,7 +80,7 @@ async function layoutOf(page: Page): Promise<Layout> {
     return {
       heading: h1?.textContent ?? "",
       headingVisible: h1 !== null && visible(h1),
-      codeBlocksVisible: [...document.querySelectorAll("pre code")].filter(visible).length,
+      codeBlocksVisible: [...(document.querySelectorAll("pre code") as Element[])].filter(visible).length,
       documentWidth: document.documentElement.scrollWidth,
       viewportWidth: document.documentElement.clientWidth,
       smallText: texts.filter((el) => parseFloat(getComputedStyle(el).fontSize) < minFont).map(label),
