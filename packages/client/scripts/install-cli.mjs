@@ -18,7 +18,7 @@ const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^
 const npm = (args) => spawnSync("npm", args, { env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
 
 // --install-links copies the folder instead of linking to the checkout.
-const install = npm(["install", "--global", "--install-links", "--no-fund", "--no-audit", bundleDir]);
+const install = npm(["install", "--global", "--install-links", "--no-fund", "--no-audit", "--no-update-notifier", bundleDir]);
 if (install.status !== 0) {
   process.stderr.write(install.stdout ?? "");
   process.exit(install.status ?? 1);
