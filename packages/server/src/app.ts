@@ -1,5 +1,6 @@
 // createApp(deps): the Express application, built from its dependencies and never
 // listening by itself (main.ts does that), so tests can build as many as they like.
+import { join } from "node:path";
 import express, { type Express, type Request, type RequestHandler } from "express";
 import helmet from "helmet";
 import { buildOpenApiDocument, normalizeRoomCode, type StatsResponse } from "@duet/protocol";
@@ -11,7 +12,9 @@ import { WaitingRecvs } from "./realtime/wait-for-messages.js";
 import { CachedTally } from "./store/cached-tally.js";
 import type { RoomStore, StoreTally } from "./store/room-store.js";
 import { errorHandler } from "./http/error-handler.js";
+import { downloadRoutes } from "./http/downloads.js";
 import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";
+import { renderLandingHtml, renderLandingMarkdown } from "./http/landing-page.js";
 import { rateLimiter } from "./http/rate-limit.js";
 import { renderRecipe } from "./http/recipe.js";
 import { requestLog } from "./http/request-log.js";
@@ -29,6 +32,8 @@ export interface AppDeps {
   isShuttingDown?: () => boolean;
   /** Node.js process metrics (heap, event loop, ...) in /metrics; default true. */
   processMetrics?: boolean;
+  /** Where the CLI bundle and the skill to serve are; default dist/public beside the built app. */
+  publicDir?: string;
 }
 
 export interface DuetApp extends Express {
@@ -96,6 +101,13 @@ export function createApp(deps: AppDeps): DuetApp {
       next(error);
     }
   });
+  app.get("/", (req, res) => {
+    const settings = { baseUrl: baseUrl(req), idleMinutes: config.roomIdleMs / 60_000, maxMinutes: config.roomMaxMs / 60_000 };
+    res.vary("Accept");
+    if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderLandingHtml(settings));
+    res.type("text/markdown; charset=utf-8").send(renderLandingMarkdown(settings));
+  });
+  app.use(downloadRoutes(deps.publicDir ?? join(__dirname, "public"), publicLimiter));
   app.get("/join/:code", (req, res, next) => {
     const code = normalizeRoomCode(req.params.code);
     if (!code) return next(apiError("not_found", "This is not a duet room code."));

@@ -164,5 +164,7 @@ ${errors}
   (refreshed about once a second).
 - \`GET /v1/openapi.json\`: the OpenAPI 3.1 description.
 - \`GET /join/<code>\`: how to join a room (reading it does not take the seat).
+- \`GET /v1/cli/duet.cjs\`: the duet CLI in one file (needs only Node 20), which does all of the
+  above for you and keeps the token out of sight; \`GET /v1/skill.md\`: the skill that explains it.
 `;
 }

@@ -58,7 +58,7 @@ export function roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckM
       token: grant.token,
       expires_in: seconds(grant.expiresInMs),
       join_url: joinUrl,
-      share: renderShareBlock(grant.code, joinUrl),
+      share: renderShareBlock(grant.code, joinUrl, baseUrl(req)),
     };
     res.json(body);
   }));
