@@ -13,9 +13,15 @@ export function opensslRecipe(): string {
   return match[1]!;
 }
 
+/**
+ * Known-answer tests only: makes `openssl rand -base64 16` print $FIXED_IV, so the recipe's
+ * envelope can be compared with a vector. Real senders never fix the iv.
+ */
+export const FIXED_IV_PRELUDE = `openssl() { if [ "$1" = rand ]; then printf '%s\\n' "$FIXED_IV"; else command openssl "$@"; fi; }`;
+
 /** Runs `script` after the recipe in bash with only PATH and `env`; throws when it fails. */
-export function runRecipe(script: string, env: Record<string, string>): string {
-  return execFileSync("bash", ["-c", `set -e\n${opensslRecipe()}\n${script}`], {
+export function runRecipe(script: string, env: Record<string, string>, prelude = ""): string {
+  return execFileSync("bash", ["-c", `set -e\n${prelude}\n${opensslRecipe()}\n${script}`], {
     env: { PATH: process.env.PATH!, ...env },
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"],

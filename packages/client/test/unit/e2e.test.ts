@@ -1,8 +1,8 @@
 // duet-e2e v1 (docs/encryption.md): known-answer vectors, checked against the SDK and against
 // the openssl recipe of the docs run as it is; and what a receiving seat makes of tampered,
 // reflected, replayed, reordered and repeated messages.
-import { MAX_TEXT_BYTES, e2eMaxTextBytes, isE2eEnvelope } from "@duet/protocol";
-import { runRecipe } from "../support/openssl-recipe";
+import { E2E_OPENSSL_RECIPE, MAX_TEXT_BYTES, e2eMaxTextBytes, isE2eEnvelope } from "@duet/protocol";
+import { FIXED_IV_PRELUDE, opensslRecipe, runRecipe } from "../support/openssl-recipe";
 import { E2eSession, deriveDirectionKeys, joinUrlWithKey, newRoomKey, openEnvelope, parseRoomKey, roomKeyInText, sealEnvelope } from "../../src/e2e";
 
 const KEY = Buffer.from(Array.from({ length: 32 }, (_, i) => i));
@@ -51,9 +51,18 @@ describe("duet-e2e v1 known answers", () => {
   });
 
   it.each(VECTORS)("seals and opens the $direction vector with the openssl recipe of the docs", ({ direction, seq, text, envelope }) => {
-    const env = { CODE, K, TEXT: text, ENVELOPE: envelope, IV_B64: IV.toString("base64") };
-    expect(runRecipe(`duet_seal ${direction} ${seq} "$TEXT"`, env)).toBe(`${envelope}\n`);
+    const env = { CODE, K, TEXT: text, ENVELOPE: envelope, FIXED_IV: IV.toString("base64") };
+    expect(runRecipe(`duet_seal ${direction} ${seq} "$TEXT"`, env, FIXED_IV_PRELUDE)).toBe(`${envelope}\n`);
     expect(runRecipe(`duet_open ${direction} "$ENVELOPE"`, env)).toBe(`${seq}\n${text}`);
+  });
+
+  it("the docs show the recipe the protocol package serves in GET /v1/api", () => {
+    expect(opensslRecipe()).toBe(E2E_OPENSSL_RECIPE);
+  });
+
+  it("the openssl recipe draws a fresh iv for every message", () => {
+    const env = { CODE, K, TEXT: "same text" };
+    expect(runRecipe(`duet_seal a2b 1 "$TEXT"`, env)).not.toBe(runRecipe(`duet_seal a2b 1 "$TEXT"`, env));
   });
 
   it("the openssl recipe refuses an altered envelope and the other direction", () => {

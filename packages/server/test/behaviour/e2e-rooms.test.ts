@@ -2,7 +2,7 @@
 // open, told by join, status and the join page, and a format check on send. The relay never
 // has the key, so these tests use random envelopes of the right shape.
 import { randomBytes } from "node:crypto";
-import { MAX_TEXT_BYTES } from "@duet/protocol";
+import { E2E_OPENSSL_RECIPE, MAX_TEXT_BYTES } from "@duet/protocol";
 import { forEachTarget } from "../support/targets";
 
 /** An envelope-shaped text whose ciphertext is `bytes` random bytes. */
@@ -92,6 +92,13 @@ forEachTarget((target) => {
       expect(tooLarge.length).toBeGreaterThan(MAX_TEXT_BYTES);
       expect((await client.send(room.code, room.a, tooLarge)).body.error).toBe("too_large");
       expect((await client.send(room.code, room.a, largest)).status).toBe(200);
+    });
+
+    it("the recipe at /v1/api explains encrypted rooms and shows the openssl recipe", async () => {
+      const recipe = await target().client.call("GET", "/v1/api");
+      expect(recipe.text).toContain("## End-to-end encrypted rooms");
+      expect(recipe.text).toContain(E2E_OPENSSL_RECIPE);
+      expect(recipe.text).toMatch(/leaked join address or share block of an encrypted room\s+is a leaked key/);
     });
 
     it("the join page of an encrypted room says so and where the key is; a plain room's page does not", async () => {
