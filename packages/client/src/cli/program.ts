@@ -243,11 +243,14 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
             "too_large",
           );
         }
-        // Sealed (and its sequence number kept) before sending: a retry never reuses a number.
-        text = session.seal(text);
+        // Sealed with the next sequence number as the state file has it now (a `duet send` in
+        // another process may have taken one since this command started), and kept before sending.
+        let envelope = "";
         state.update(entry.code, (current) => {
-          if (current.e2e) current.e2e.sentSeq = Math.max(current.e2e.sentSeq, session.state.sentSeq);
+          envelope = new E2eSession(current.code, current.seat, current.e2e ?? session.state).seal(text);
         });
+        if (envelope === "") throw new CliError(`Room ${entry.code} is no longer in ${state.path}.`);
+        text = envelope;
       }
       const sent = await inRoom(entry, () =>
         clientForRoom(options, entry).send(seatOf(entry), text, {
