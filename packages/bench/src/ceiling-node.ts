@@ -53,9 +53,9 @@ async function openRoom(): Promise<Json> {
 
 async function joinRoom(code: string): Promise<Json> {
   const token = mintSeatToken();
-  const status = await redis.duetJoin(...keys.room(code), keys.tallyFor(code), token, IDLE_MS);
-  check(status);
-  return { code, seat: "b", token, expires_in: Math.ceil(status / 1000) };
+  const reply = await redis.duetJoin(...keys.room(code), keys.tallyFor(code), token, IDLE_MS);
+  if (typeof reply === "number") check(reply);
+  return { code, seat: "b", token, expires_in: Math.ceil(Number((reply as [number, number])[0]) / 1000) };
 }
 
 async function send(code: string, token: string, text: string): Promise<Json> {

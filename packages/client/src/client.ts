@@ -19,7 +19,9 @@ import {
   type Message,
 } from "@duet/protocol";
 import type { z } from "zod";
+import { E2eSession, joinUrlWithKey, newRoomKey, roomKeyInText, type E2eRejectReason } from "./e2e.js";
 import { DuetAbortError, DuetError, DuetNetworkError, DuetTimeoutError, isProtocolCode } from "./errors.js";
+import { extractRoomCode } from "./room-input.js";
 import { Deadline, backoffMs } from "./timing.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
@@ -28,6 +30,32 @@ export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
 export interface SeatCredentials {
   code: string;
   token: string;
+  /** In an end-to-end encrypted room: the seat's session (key and sequence numbers). send seals, recv opens. */
+  e2e?: E2eSession;
+}
+
+/** open's answer; in an encrypted room join_url and share carry #k=<key>, and `e2e_session` is the opener's session. */
+export type OpenedRoom = OpenResponse & { key?: string; e2e_session?: E2eSession };
+/** join's answer; `e2e_session` when the room is encrypted and the key was given. */
+export type JoinedRoom = JoinResponse & { e2e_session?: E2eSession };
+
+/** A message of an encrypted room, decrypted: `seq` is the sender's count; `missing` the numbers skipped before it. */
+export type OpenedMessage = Message & { seq?: number; missing?: { from: number; to: number } };
+/** A message of an encrypted room that was refused: it is never shown as text. */
+export interface RejectedMessage {
+  id: string;
+  from: Message["from"];
+  reason: E2eRejectReason;
+  explanation: string;
+}
+export type OpenedRecvResponse = { messages: OpenedMessage[]; rejected?: RejectedMessage[] };
+
+/** Thrown by receiveLoop when a message of an encrypted room is refused; the message stays pending. */
+export class DuetE2eError extends DuetError {
+  constructor(readonly rejected: RejectedMessage) {
+    super("e2e", `Message ${rejected.id} from seat ${rejected.from} was refused: it ${rejected.explanation}. It stays pending; ack it to drop it.`);
+    this.name = "DuetE2eError";
+  }
 }
 
 export interface DuetClientOptions {
@@ -84,6 +112,8 @@ export interface ReceiveLoopOptions {
   /** Time each recv and ack may spend retrying before the loop gives up. Default the client's retryTimeoutMs. */
   retryTimeoutMs?: number;
   onWait?: (event: WaitEvent) => void;
+  /** Encrypted rooms: told about a refused message, which is then acked (dropped). Without it the loop stops with DuetE2eError. */
+  onRejected?: (rejected: RejectedMessage) => void;
 }
 
 /** Send budget: mailbox_full waits for the peer to read, which takes longer than a rate limit. */
@@ -113,19 +143,32 @@ export class DuetClient {
   // ---- endpoints ----------------------------------------------------------------------
 
   /** Opens a room and takes seat "a". The token is secret; `share` is what to paste to the peer. */
-  open(options: CallOptions = {}): Promise<OpenResponse> {
+  async open(options: CallOptions & { e2e?: boolean } = {}): Promise<OpenedRoom> {
     // A network failure is not retried: the room may exist already, and a second open would orphan one.
-    return this.retrying("open", "refusals", options, (timeoutMs) =>
-      this.request("POST", "/v1/open", OpenResponse, { body: {}, signal: options.signal, timeoutMs }),
+    const opened = await this.retrying("open", "refusals", options, (timeoutMs) =>
+      this.request("POST", "/v1/open", OpenResponse, { body: options.e2e ? { e2e: true } : {}, signal: options.signal, timeoutMs }),
     );
+    if (!options.e2e) return opened;
+    if (opened.e2e !== true) throw new DuetError("invalid_response", "The relay did not open an end-to-end encrypted room (it may predate them).");
+    // The key is made here and never sent: it travels only in the fragment of the join address.
+    const key = newRoomKey();
+    const joinUrl = joinUrlWithKey(opened.join_url, key);
+    const share = `${opened.share.split(opened.join_url).join(joinUrl).replace(/\n+$/, "")}
+End-to-end encrypted: join with the whole address above (its #k= part is the room key, which the relay never sees). Share it with the peer only.`;
+    return { ...opened, join_url: joinUrl, share, key, e2e_session: E2eSession.start(opened.code, opened.seat, key) };
   }
 
   /** Joins a room by its code and takes seat "b". Case, spaces and dashes in the code are tolerated. */
-  join(code: string, options: CallOptions = {}): Promise<JoinResponse> {
+  async join(code: string, options: CallOptions & { key?: string } = {}): Promise<JoinedRoom> {
+    // A join address with #k=<key> (or the share block) gives the key of an encrypted room.
+    const key = options.key ?? roomKeyInText(code);
+    const room = key === undefined ? code : (extractRoomCode(code)?.code ?? code);
     // Not retried after a network failure either: if the first join landed, a retry answers 409 full.
-    return this.retrying("join", "refusals", options, (timeoutMs) =>
-      this.request("POST", "/v1/join", JoinResponse, { body: { code: canonicalCode(code) }, signal: options.signal, timeoutMs }),
+    const joined = await this.retrying("join", "refusals", options, (timeoutMs) =>
+      this.request("POST", "/v1/join", JoinResponse, { body: { code: canonicalCode(room) }, signal: options.signal, timeoutMs }),
     );
+    if (joined.e2e && key !== undefined) return { ...joined, e2e_session: E2eSession.start(joined.code, joined.seat, key) };
+    return joined;
   }
 
   /**
@@ -137,9 +180,13 @@ export class DuetClient {
    */
   async send(seat: SeatCredentials, text: string, options: SendOptions = {}): Promise<SendResponse> {
     const bytes = Buffer.byteLength(text, "utf8");
-    if (bytes > MAX_TEXT_BYTES) {
-      throw new DuetError("too_large", `The text is ${bytes} UTF-8 bytes; at most ${MAX_TEXT_BYTES} fit. ${ERRORS.too_large.remedy}`, { status: 400 });
+    const limit = seat.e2e ? seat.e2e.maxTextBytes() : MAX_TEXT_BYTES;
+    if (bytes > limit) {
+      const where = seat.e2e ? ` in this end-to-end encrypted room (its envelope must stay within ${MAX_TEXT_BYTES} bytes)` : "";
+      throw new DuetError("too_large", `The text is ${bytes} UTF-8 bytes; at most ${limit} fit${where}. ${ERRORS.too_large.remedy}`, { status: 400 });
     }
+    // Sealed once, before the first attempt: every retry sends the same envelope with the same key.
+    if (seat.e2e) text = seat.e2e.seal(text);
     const idempotencyKey = options.idempotencyKey ?? randomUUID();
     const body = { code: canonicalCode(seat.code), text, idempotency_key: idempotencyKey };
     const mailbox: MailboxWatch = {};
@@ -153,7 +200,19 @@ export class DuetClient {
   }
 
   /** Peeks at pending messages for this seat (oldest first), waiting up to waitMs for one. Does not consume. */
-  recv(seat: SeatCredentials, options: RecvOptions = {}): Promise<RecvResponse> {
+  async recv(seat: SeatCredentials, options: RecvOptions = {}): Promise<OpenedRecvResponse> {
+    const answer = await this.recvRaw(seat, options);
+    if (!seat.e2e) return answer;
+    const messages: OpenedMessage[] = [];
+    const rejected: RejectedMessage[] = [];
+    for (const item of openAll(seat.e2e, answer.messages)) {
+      if ("reason" in item) rejected.push(item);
+      else messages.push(item);
+    }
+    return { messages, rejected };
+  }
+
+  private recvRaw(seat: SeatCredentials, options: RecvOptions = {}): Promise<RecvResponse> {
     const waitMs = options.waitMs ?? MAX_WAIT_MS;
     const query = { code: canonicalCode(seat.code), wait: String(waitMs) };
     return this.retrying("recv", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
@@ -244,16 +303,24 @@ export class DuetClient {
       let messages: Message[];
       try {
         const waitMs = options.waitMs ?? MAX_WAIT_MS;
-        ({ messages } = await this.recv(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs }));
+        ({ messages } = await this.recvRaw(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs }));
       } catch (error) {
         if (signal?.aborted && error instanceof DuetAbortError) break;
         throw error;
       }
       const redelivered = messages.filter((m) => handledNotAcked.has(m.id)).map((m) => m.id);
       if (redelivered.length > 0 && !(await this.ackHandled(seat, redelivered, handledNotAcked, retry))) continue;
-      for (const message of messages) {
-        if (redelivered.includes(message.id)) continue;
+      for (const raw of messages) {
+        if (redelivered.includes(raw.id)) continue;
         if (signal?.aborted || (maxMessages !== undefined && handled >= maxMessages)) break;
+        const message = seat.e2e ? openAll(seat.e2e, [raw])[0]! : raw;
+        if ("reason" in message) {
+          if (!options.onRejected) throw new DuetE2eError(message);
+          options.onRejected(message);
+          handledNotAcked.add(message.id);
+          if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
+          continue;
+        }
         await handle(message);
         handled++;
         handledNotAcked.add(message.id);
@@ -395,6 +462,17 @@ export class DuetClient {
     }
     return parsed.data;
   }
+}
+
+/** Opens each message of an encrypted room, in order: decrypted, or refused with the reason. */
+function openAll(session: E2eSession, messages: Message[]): (OpenedMessage | RejectedMessage)[] {
+  return messages.map((message) => {
+    const opened = session.open(message.id, message.text);
+    if (!opened.ok) return { id: message.id, from: message.from, reason: opened.reason, explanation: opened.explanation };
+    const result: OpenedMessage = { id: message.id, from: message.from, text: opened.text, seq: opened.seq };
+    if (opened.missing) result.missing = opened.missing;
+    return result;
+  });
 }
 
 interface MailboxWatch {

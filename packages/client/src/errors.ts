@@ -3,7 +3,7 @@
 import { ERRORS, type ErrorCode } from "@duet/protocol";
 
 /** Codes the client itself produces when there is no relay answer to quote. */
-export type ClientErrorCode = "network" | "timeout" | "aborted" | "invalid_response";
+export type ClientErrorCode = "network" | "timeout" | "aborted" | "invalid_response" | "e2e";
 
 export type DuetErrorCode = ErrorCode | ClientErrorCode;
 
@@ -12,6 +12,7 @@ const CLIENT_REMEDIES: Record<ClientErrorCode, string> = {
   timeout: "The operation ran out of time; retry, or allow more time.",
   aborted: "The operation was cancelled.",
   invalid_response: "The relay answered something that is not the duet protocol; check the base URL.",
+  e2e: "A message of this end-to-end encrypted room was refused (never shown as text), or the room key is missing; see docs/encryption.md.",
 };
 
 /**

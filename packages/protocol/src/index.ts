@@ -1,4 +1,5 @@
 // @duet/protocol: the wire contract shared by the duet server and client.
+export * from "./e2e.js";
 export * from "./errors.js";
 export * from "./limits.js";
 export * from "./room-code.js";

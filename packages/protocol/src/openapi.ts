@@ -62,6 +62,8 @@ export function buildOpenApiDocument(serverUrl?: string) {
       "/v1/open": {
         post: {
           summary: "Open a room and take seat a",
+          description:
+            "With {\"e2e\": true} the room is end-to-end encrypted: the opener's client makes the key and adds #k=<key> to the join address it shares; the relay never sees the key.",
           requestBody: { required: false, content: { "application/json": { schema: requestSchema(S.OpenRequest) } } },
           responses: { ...ok(S.OpenResponse, "The room, your seat and its token, and the share block."), ...errorResponses(COMMON) },
         },
@@ -76,11 +78,13 @@ export function buildOpenApiDocument(serverUrl?: string) {
       "/v1/send": {
         post: {
           summary: "Send a text to the peer",
+          description:
+            "In an end-to-end encrypted room (opened with e2e: true) the text must be a duet-e2e:v1 envelope, else 400 e2e_required; the 2 MiB limit applies to the envelope.",
           security: bearer,
           requestBody: jsonBody(S.SendRequest),
           responses: {
             ...ok(S.SendResponse, "Accepted (not yet read). The same idempotency_key and text give the same id."),
-            ...errorResponses([...AUTHED, "too_large", "idempotency_conflict", "mailbox_full"]),
+            ...errorResponses([...AUTHED, "too_large", "e2e_required", "idempotency_conflict", "mailbox_full"]),
           },
         },
       },

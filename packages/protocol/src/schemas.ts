@@ -44,7 +44,14 @@ export const MessageId = z.string().min(1).max(64).describe("Opaque message id, 
 
 // ---- requests ---------------------------------------------------------------------------
 
-export const OpenRequest = z.strictObject({}).describe("No fields.");
+export const OpenRequest = z
+  .strictObject({
+    e2e: z
+      .boolean()
+      .optional()
+      .describe("true opens an end-to-end encrypted room: every text must then be a duet-e2e:v1 envelope. Default false."),
+  })
+  .describe("No required fields.");
 export const JoinRequest = z.strictObject({ code: RoomCode });
 export const SendRequest = z.strictObject({
   code: RoomCode,
@@ -81,15 +88,20 @@ export type CloseRequest = z.input<typeof CloseRequest>;
 const ExpiresIn = z.number().int().min(0).describe("Whole seconds until the room ends (the earlier of idle timeout and hard cap).");
 const SeatToken = z.string().describe("Secret bearer token of this seat. Never share it, never log it.");
 
+// Present only in end-to-end encrypted rooms, so plain rooms answer exactly as before.
+const E2eFlag = z.literal(true).optional().describe("Present (true) only when the room is end-to-end encrypted.");
+const E2eNote = z.string().optional().describe("In an end-to-end encrypted room: what a seat needs to read and write it.");
+
 export const OpenResponse = z.object({
   code: z.string(),
   seat: Seat,
   token: SeatToken,
   expires_in: ExpiresIn,
-  join_url: z.string().describe("Address the other party reads to join. Contains no secret."),
+  join_url: z.string().describe("Address the other party reads to join. Contains no secret (in an encrypted room the client adds #k=<key> itself)."),
+  e2e: E2eFlag,
   share: z.string().describe("Share block to paste to the other agent as is. Contains no token."),
 });
-export const JoinResponse = z.object({ code: z.string(), seat: Seat, token: SeatToken, expires_in: ExpiresIn });
+export const JoinResponse = z.object({ code: z.string(), seat: Seat, token: SeatToken, expires_in: ExpiresIn, e2e: E2eFlag, e2e_note: E2eNote });
 export const SendResponse = z.object({ id: MessageId });
 export const Message = z.object({ id: MessageId, from: Seat, text: z.string() });
 export const RecvResponse = z.object({ messages: z.array(Message).describe("Pending messages for the caller, oldest first.") });
@@ -102,6 +114,8 @@ export const StatusResponse = z.object({
   peer_active: z.boolean().describe("The peer made a call (a waiting recv included) in the last 60 seconds."),
   pending_in: z.number().int().min(0),
   pending_out: z.number().int().min(0),
+  e2e: E2eFlag,
+  e2e_note: E2eNote,
 });
 export const CloseResponse = z.object({ ok: z.literal(true) });
 export const StatsResponse = z.object({

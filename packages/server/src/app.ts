@@ -108,12 +108,19 @@ export function createApp(deps: AppDeps): DuetApp {
     res.type("text/markdown; charset=utf-8").send(renderLandingMarkdown(settings));
   });
   app.use(downloadRoutes(deps.publicDir ?? join(__dirname, "public"), publicLimiter));
-  app.get("/join/:code", (req, res, next) => {
+  app.get("/join/:code", async (req, res, next) => {
     const code = normalizeRoomCode(req.params.code);
     if (!code) return next(apiError("not_found", "This is not a duet room code."));
+    let room: { e2e: boolean };
+    try {
+      // Only whether the room is end-to-end encrypted; an unknown room gets the plain page.
+      room = (await store.describeRoom(code)) ?? { e2e: false };
+    } catch (error) {
+      return next(error);
+    }
     res.vary("Accept");
-    if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderJoinHtml(baseUrl(req), code));
-    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(baseUrl(req), code));
+    if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderJoinHtml(baseUrl(req), code, room));
+    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(baseUrl(req), code, room));
   });
 
   // ---- everything else -----------------------------------------------------------------

@@ -13,6 +13,7 @@ export const EXIT = {
   busy: 7,
   rejected: 8,
   timeout: 9,
+  e2e: 10,
   interrupted: 130,
 } as const;
 
@@ -29,6 +30,8 @@ export const EXIT_CODES_HELP = `Exit codes:
   7    busy: still rate_limited or mailbox_full when the time ran out (retry later, same command)
   8    rejected: the relay refused the request (bad_request, too_large, unauthorized, forbidden, idempotency_conflict)
   9    timeout: what we waited for did not happen in time (peer did not join, no message)
+  10   e2e: in an end-to-end encrypted room, a message was refused (tampered, wrong key, replayed or
+       reflected; never printed as text, it stays pending until acked) or this seat has no room key
   130  interrupted (Ctrl-C); 143 on SIGTERM`;
 
 /** A failure the CLI itself detects (arguments, state), with its exit code. */
@@ -58,8 +61,10 @@ export function exitCodeFor(error: unknown): ExitCode {
     case "unauthorized":
     case "forbidden":
     case "idempotency_conflict":
+    case "e2e_required":
     case "method_not_allowed": return EXIT.rejected;
     case "timeout": return EXIT.timeout;
+    case "e2e": return EXIT.e2e;
     case "aborted": return EXIT.interrupted;
     default: return EXIT.unexpected;
   }
@@ -78,6 +83,8 @@ export function adviceFor(error: DuetError): string {
     case "forbidden": return "The relay refused this client; check DUET_URL points at a duet relay.";
     case "too_large": return "Publish the content at a URL the peer can fetch and send the URL instead.";
     case "timeout": return "Run the command again, or allow more time with --timeout.";
+    case "e2e": return "See docs/encryption.md; `duet ack <id>` drops a refused message.";
+    case "e2e_required": return "This room is end-to-end encrypted and this seat has no room key: run `duet join '<join address with #k=…>'`.";
     default: return error.remedy;
   }
 }

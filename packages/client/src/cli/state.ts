@@ -5,6 +5,7 @@ import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "n
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
+import type { E2eState } from "../e2e.js";
 
 export interface RoomEntry {
   code: string;
@@ -16,6 +17,10 @@ export interface RoomEntry {
   joinUrl?: string;
   /** ISO time the seat was taken. */
   since: string;
+  /** The room is end-to-end encrypted (told by open or join), whether or not this seat has the key. */
+  encrypted?: boolean;
+  /** Encrypted rooms: the room key and this seat's sequence numbers. Secret like the token. */
+  e2e?: E2eState;
 }
 
 interface StateFile {
@@ -48,6 +53,18 @@ export class StateStore {
   put(entry: RoomEntry): void {
     const state = this.read();
     state.rooms[entry.code] = entry;
+    this.write(state);
+  }
+
+  /**
+   * Changes one entry as it is in the file now (not as a command read it when it started):
+   * `duet watch` and `duet send` may run at once and each updates only its own fields.
+   */
+  update(code: string, change: (entry: RoomEntry) => void): void {
+    const state = this.read();
+    const entry = state.rooms[code];
+    if (!entry) return;
+    change(entry);
     this.write(state);
   }
 

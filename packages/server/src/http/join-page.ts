@@ -3,11 +3,11 @@
 import { USER_AGENT } from "@duet/protocol";
 import { cliFetchCommand, SKILL_PATH } from "./downloads.js";
 
-export function renderJoinMarkdown(baseUrl: string, code: string): string {
+export function renderJoinMarkdown(baseUrl: string, code: string, room: { e2e: boolean } = { e2e: false }): string {
   return `# Join duet room ${code}
 
 Someone invited you to a private two-seat duet room. Reading this page does not take the seat.
-
+${room.e2e ? `\n${e2eJoinMarkdown(baseUrl)}\n` : ""}
 **If the duet skill is installed**, use it to join this code: \`duet join ${baseUrl}/join/${code}\`
 (the join address tells the CLI which relay to use).
 
@@ -34,7 +34,7 @@ export const PAGE_STYLE =
   "code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em;background:#f0f0f0;padding:.1em .3em;border-radius:3px;overflow-wrap:anywhere}" +
   "pre{background:#f4f4f4;padding:1rem;border-radius:4px;white-space:pre-wrap;overflow-wrap:anywhere}pre code,h1 code{background:none;padding:0}";
 
-export function renderJoinHtml(baseUrl: string, code: string): string {
+export function renderJoinHtml(baseUrl: string, code: string, kind: { e2e: boolean } = { e2e: false }): string {
   const base = escapeHtml(baseUrl);
   const room = escapeHtml(code);
   return `<!doctype html>
@@ -44,7 +44,7 @@ export function renderJoinHtml(baseUrl: string, code: string): string {
 </head><body>
 <h1>Join duet room <code>${room}</code></h1>
 <p>Someone invited you to a private two-seat duet room. Reading this page does not take the seat.</p>
-<p><strong>If the duet skill is installed</strong>, use it to join this code: <code>duet join ${base}/join/${room}</code> (the join address tells the CLI which relay to use).</p>
+${kind.e2e ? e2eJoinHtml(base) : ""}<p><strong>If the duet skill is installed</strong>, use it to join this code: <code>duet join ${base}/join/${room}</code> (the join address tells the CLI which relay to use).</p>
 <p><strong>No duet CLI?</strong> This relay serves it as one file that needs only Node 20 (and <a href="${base}${SKILL_PATH}">the skill</a> that explains it):</p>
 <pre><code>${escapeHtml(cliFetchCommand(baseUrl, `${baseUrl}/join/${code}`))}</code></pre>
 <p><strong>Otherwise</strong>, join over HTTP (the token in the answer is your secret: never share it):</p>
@@ -61,4 +61,23 @@ export function renderShareBlock(code: string, joinUrl: string, baseUrl: string)
     `No duet CLI? With Node 20: ${cliFetchCommand(baseUrl, joinUrl)}`,
     `Otherwise read the join address: ${joinUrl}`,
   ].join("\n");
+}
+
+/** What join and status say in an end-to-end encrypted room (docs/encryption.md). */
+export const E2E_NOTE =
+  "This room is end-to-end encrypted: every text is a duet-e2e:v1 envelope the relay cannot read. " +
+  "You need the room key: the k= value after # in the join address you were given (`duet join '<that address>'` keeps it and " +
+  "encrypts and decrypts for you). Without the CLI: GET /v1/api, section 'End-to-end encrypted rooms', shows how with openssl.";
+
+function e2eJoinMarkdown(baseUrl: string): string {
+  return `**This room is end-to-end encrypted.** The relay stores only ciphertext. You need the room key: the \`k=\` value
+after \`#\` in the join address you were given (HTTP clients never send that part, so this page cannot show it).
+\`duet join '<the join address with #k=…>'\` keeps the key and encrypts and decrypts for you. Without the CLI, the
+recipe at ${baseUrl}/v1/api (section "End-to-end encrypted rooms") shows how to do it with openssl.
+Anyone who has the whole address can read the room: keep it between the two of you.`;
+}
+
+function e2eJoinHtml(base: string): string {
+  return `<p><strong>This room is end-to-end encrypted.</strong> The relay stores only ciphertext. You need the room key: the <code>k=</code> value after <code>#</code> in the join address you were given (HTTP clients never send that part, so this page cannot show it). <code>duet join '&lt;the join address with #k=…&gt;'</code> keeps the key and encrypts and decrypts for you. Without the CLI, the recipe at <a href="${base}/v1/api">${base}/v1/api</a> (section "End-to-end encrypted rooms") shows how to do it with openssl. Anyone who has the whole address can read the room: keep it between the two of you.</p>
+`;
 }

@@ -1,6 +1,6 @@
 // The recipe served at GET /v1/api: the whole protocol for an agent that has never seen
 // duet, with examples that can be pasted as they are.
-import { ERRORS, MAX_PENDING_MESSAGES, MAX_TEXT_BYTES, MAX_WAIT_MS, USER_AGENT, type ErrorCode } from "@duet/protocol";
+import { E2E_OPENSSL_RECIPE, ERRORS, e2eMaxTextBytes, MAX_PENDING_MESSAGES, MAX_TEXT_BYTES, MAX_WAIT_MS, USER_AGENT, type ErrorCode } from "@duet/protocol";
 
 export interface RecipeSettings {
   baseUrl: string;
@@ -134,6 +134,35 @@ call with the code answers 404.
 
 (These examples use curl with \`User-Agent: ${USER_AGENT}\` set explicitly; curl's own
 User-Agent would get 403.)
+
+## End-to-end encrypted rooms
+
+Open with \`{"e2e":true}\` and the relay stores and forwards only ciphertext: the key is made
+by the opener's client and travels only in the fragment of the join address
+(\`${baseUrl}/join/<code>#k=<key>\`), which HTTP clients never send. The duet CLI does it all
+(\`duet open --e2e\`, \`duet join '<address with #k=…>'\`); without it:
+
+- Opener: \`K=$(openssl rand -base64 32 | tr '+/' '-_' | tr -d '=')\`, then share
+  \`<join_url>#k=$K\` with the peer only (the relay's own \`share\` text has no key: it never sees one).
+- Joiner: the key is the 43 characters after \`#k=\` in the address you were given. join and
+  status answer \`"e2e": true\` in such a room.
+- Every text must be an envelope \`duet-e2e:v1:<base64 iv>:<base64 ciphertext>:<base64 tag>\`,
+  else 400 \`e2e_required\`. Keys: HKDF-SHA256(K, info \`duet-e2e/v1/<code>/a2b\` or \`…/b2a\`),
+  64 bytes = AES-256-CTR key + HMAC-SHA256 key; plaintext \`<seq>\\n<text>\`, seq counting
+  your messages from 1; tag = HMAC over everything before the last colon. Check the tag
+  before decrypting; refuse a seq not above the last one you accepted (a replay), and a
+  message that verifies only with your own direction's keys (reflected).
+- The 2 MiB limit applies to the envelope: at most ${e2eMaxTextBytes(1).toLocaleString("en")} bytes of text fit.
+
+\`\`\`sh
+${E2E_OPENSSL_RECIPE}\`\`\`
+
+Send \`env=$(duet_seal b2a 1 'hello')\` as the \`text\` of /v1/send; read each received
+\`text\` with \`duet_open a2b "$text"\` (as seat b; seat a swaps the directions).
+
+The relay still sees who sends, when, how often and how long each message is (no padding);
+it cannot read or forge messages. **A leaked join address or share block of an encrypted room
+is a leaked key**: whoever has it can read and forge the room's messages while it lives.
 
 ## Limits
 

@@ -10,6 +10,7 @@ import {
   RecvQuery,
   SendRequest,
   StatusQuery,
+  isE2eEnvelope,
   type AckResponse,
   type CloseResponse,
   type JoinResponse,
@@ -25,7 +26,7 @@ import { digestText } from "../store/credentials.js";
 import type { RoomStore } from "../store/room-store.js";
 import { seatTokenHash } from "./auth.js";
 import { jsonBody } from "./body.js";
-import { renderShareBlock } from "./join-page.js";
+import { E2E_NOTE, renderShareBlock } from "./join-page.js";
 import { parseInput } from "./validate.js";
 
 export interface RoomRouteDeps {
@@ -48,8 +49,8 @@ export function roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckM
   const router = Router();
 
   router.post("/v1/open", roomLimiter, jsonBody, route(async (req, res) => {
-    parseInput(OpenRequest, req.body, "body");
-    const grant = await store.openRoom();
+    const { e2e } = parseInput(OpenRequest, req.body ?? {}, "body");
+    const grant = await store.openRoom({ e2e: e2e === true });
     metrics.roomsOpened.inc();
     const joinUrl = `${baseUrl(req)}/join/${grant.code}`;
     const body: OpenResponse = {
@@ -60,6 +61,7 @@ export function roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckM
       join_url: joinUrl,
       share: renderShareBlock(grant.code, joinUrl, baseUrl(req)),
     };
+    if (grant.e2e) body.e2e = true;
     res.json(body);
   }));
 
@@ -68,6 +70,7 @@ export function roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckM
     const grant = await store.joinRoom(code);
     metrics.roomsJoined.inc();
     const body: JoinResponse = { code: grant.code, seat: grant.seat, token: grant.token, expires_in: seconds(grant.expiresInMs) };
+    if (grant.e2e) Object.assign(body, { e2e: true, e2e_note: E2E_NOTE });
     res.json(body);
   }));
 
@@ -84,6 +87,7 @@ export function roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckM
       text: input.text,
       idempotencyKey: input.idempotency_key,
       textDigest: input.idempotency_key === undefined ? undefined : digestText(input.text),
+      envelope: isE2eEnvelope(input.text),
     });
     if (!replayed) {
       metrics.messages.inc();
@@ -133,6 +137,7 @@ export function roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckM
       pending_in: status.pendingIn,
       pending_out: status.pendingOut,
     };
+    if (status.e2e) Object.assign(body, { e2e: true, e2e_note: E2E_NOTE });
     res.json(body);
   }));
 

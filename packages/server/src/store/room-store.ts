@@ -14,6 +14,8 @@ export interface SeatGrant {
   /** The only place a token exists in clear: handed once to the caller, stored hashed. */
   token: string;
   expiresInMs: number;
+  /** The room is end-to-end encrypted (opened with e2e: true). */
+  e2e: boolean;
 }
 
 export interface InboxSnapshot {
@@ -30,6 +32,7 @@ export interface RoomStatus {
   peerActive: boolean;
   pendingIn: number;
   pendingOut: number;
+  e2e: boolean;
 }
 
 export interface SendInput extends SeatCredentials {
@@ -37,6 +40,8 @@ export interface SendInput extends SeatCredentials {
   idempotencyKey?: string;
   /** Digest of text, present with idempotencyKey: a reused key is compared by it. */
   textDigest?: string;
+  /** The text has the shape of an e2e envelope; an encrypted room refuses any other (400 e2e_required). */
+  envelope: boolean;
 }
 
 /**
@@ -59,7 +64,7 @@ export interface WakeupBus {
 export interface RoomStore {
   readonly kind: "memory" | "redis";
   readonly wakeups: WakeupBus;
-  openRoom(): Promise<SeatGrant>;
+  openRoom(options?: { e2e?: boolean }): Promise<SeatGrant>;
   joinRoom(code: string): Promise<SeatGrant>;
   /** replayed: the idempotency key was seen before with this text; nothing new was stored. */
   sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }>;
@@ -69,6 +74,8 @@ export interface RoomStore {
   getStatus(seat: SeatCredentials): Promise<RoomStatus>;
   closeRoom(seat: SeatCredentials, force: boolean): Promise<void>;
   getStats(): Promise<StoreTally>;
+  /** What anyone with the code may know of a room (the join page): undefined when there is none. No activity. */
+  describeRoom(code: string): Promise<{ e2e: boolean } | undefined>;
   /** True when the store answers (readiness). */
   isReady(): Promise<boolean>;
   /** Releases connections and timers. */

@@ -28,6 +28,7 @@ interface Room {
   pendingBytes: number;
   /** "<seat>:<key>" -> id and text digest of the send that first used the key. */
   idempotency: Map<string, { id: string; digest: string }>;
+  e2e: boolean;
 }
 
 const peerOf = (seat: Seat): Seat => (seat === "a" ? "b" : "a");
@@ -84,7 +85,7 @@ export class MemoryRoomStore implements RoomStore {
     return Math.max(0, room.expiresAt - this.now());
   }
 
-  async openRoom(): Promise<SeatGrant> {
+  async openRoom(options: { e2e?: boolean } = {}): Promise<SeatGrant> {
     let code = mintRoomCode();
     while (this.rooms.has(code)) code = mintRoomCode();
     const token = mintSeatToken();
@@ -99,9 +100,10 @@ export class MemoryRoomStore implements RoomStore {
       inbox: { a: [], b: [] },
       pendingBytes: 0,
       idempotency: new Map(),
+      e2e: options.e2e === true,
     });
     this.tally.sessions++;
-    return { code, seat: "a", token, expiresInMs: this.expiresIn(this.rooms.get(code)!) };
+    return { code, seat: "a", token, expiresInMs: this.expiresIn(this.rooms.get(code)!), e2e: options.e2e === true };
   }
 
   async joinRoom(code: string): Promise<SeatGrant> {
@@ -111,11 +113,12 @@ export class MemoryRoomStore implements RoomStore {
     room.tokenHashes.b = hashSeatToken(token);
     this.touch(room, "b");
     this.tally.paired++;
-    return { code, seat: "b", token, expiresInMs: this.expiresIn(room) };
+    return { code, seat: "b", token, expiresInMs: this.expiresIn(room), e2e: room.e2e };
   }
 
   async sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }> {
     const { room, seat } = this.authenticate(input);
+    if (room.e2e && !input.envelope) throw apiError("e2e_required");
     this.touch(room, seat);
     const keyField = input.idempotencyKey === undefined ? undefined : `${seat}:${input.idempotencyKey}`;
     if (keyField !== undefined) {
@@ -179,6 +182,7 @@ export class MemoryRoomStore implements RoomStore {
       peerActive: peerSeen !== undefined && this.now() - peerSeen < PEER_ACTIVE_WINDOW_MS,
       pendingIn: room.inbox[seat].length,
       pendingOut: room.inbox[peer].length,
+      e2e: room.e2e,
     };
   }
 
@@ -197,6 +201,11 @@ export class MemoryRoomStore implements RoomStore {
     let roomsOpen = 0;
     for (const room of this.rooms.values()) if (room.expiresAt > now) roomsOpen++;
     return { ...this.tally, roomsOpen };
+  }
+
+  async describeRoom(code: string): Promise<{ e2e: boolean } | undefined> {
+    const room = this.rooms.get(code);
+    return room && room.expiresAt > this.now() ? { e2e: room.e2e } : undefined;
   }
 
   async isReady(): Promise<boolean> {

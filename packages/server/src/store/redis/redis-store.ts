@@ -30,6 +30,7 @@ const SCRIPT_FAILURES: Record<number, () => ApiError> = {
   [-404]: () => apiError("not_found"),
   [-401]: () => apiError("unauthorized", "This token does not hold a seat in this room."),
   [-429]: () => apiError("mailbox_full"),
+  [-400]: () => apiError("e2e_required"),
 };
 
 function failureOf(status: number, conflict: () => ApiError): Error {
@@ -107,14 +108,14 @@ export class RedisRoomStore implements RoomStore {
     }
   }
 
-  openRoom(): Promise<SeatGrant> {
+  openRoom(options: { e2e?: boolean } = {}): Promise<SeatGrant> {
     return this.run(async () => {
       // 60-bit codes collide about never; the script still refuses a code in use.
       for (;;) {
         const code = mintRoomCode();
         const token = mintSeatToken();
-        const expiresInMs = await this.client.duetOpen(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs);
-        if (expiresInMs >= 0) return { code, seat: "a", token, expiresInMs };
+        const expiresInMs = await this.client.duetOpen(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs, options.e2e ? "1" : "0");
+        if (expiresInMs >= 0) return { code, seat: "a", token, expiresInMs, e2e: options.e2e === true };
       }
     });
   }
@@ -122,9 +123,9 @@ export class RedisRoomStore implements RoomStore {
   joinRoom(code: string): Promise<SeatGrant> {
     return this.run(async () => {
       const token = mintSeatToken();
-      const status = await this.client.duetJoin(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs);
-      if (status < 0) throw failureOf(status, () => apiError("full"));
-      return { code, seat: "b", token, expiresInMs: status };
+      const reply = await this.client.duetJoin(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs);
+      if (typeof reply === "number") throw failureOf(reply, () => apiError("full"));
+      return { code, seat: "b", token, expiresInMs: Number(reply[0]), e2e: Number(reply[1]) === 1 };
     });
   }
 
@@ -141,6 +142,7 @@ export class RedisRoomStore implements RoomStore {
         MAX_PENDING_MESSAGES,
         MAX_PENDING_BYTES,
         this.keys.wakeChannel(input.code),
+        input.envelope ? "1" : "0",
       );
       if (status < 0) throw failureOf(status, () => apiError("idempotency_conflict"));
       return { id: id!, replayed: status === 1 };
@@ -171,7 +173,7 @@ export class RedisRoomStore implements RoomStore {
     return this.run(async () => {
       const reply = await this.client.duetStatus(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, PEER_ACTIVE_WINDOW_MS);
       if (typeof reply[0] === "number") throw failureOf(reply[0], () => apiError("internal"));
-      const [mine, expiresInMs, peerJoined, peerActive, pendingIn, pendingOut] = reply;
+      const [mine, expiresInMs, peerJoined, peerActive, pendingIn, pendingOut, e2e] = reply;
       return {
         seat: seatOf(mine),
         members: Number(peerJoined) === 1 ? ["a", "b"] : ["a"],
@@ -180,6 +182,7 @@ export class RedisRoomStore implements RoomStore {
         peerActive: Number(peerActive) === 1,
         pendingIn: Number(pendingIn),
         pendingOut: Number(pendingOut),
+        e2e: Number(e2e) === 1,
       };
     });
   }
@@ -211,6 +214,13 @@ export class RedisRoomStore implements RoomStore {
         totals.roomsOpen += open;
       }
       return totals;
+    });
+  }
+
+  describeRoom(code: string): Promise<{ e2e: boolean } | undefined> {
+    return this.run(async () => {
+      const [seatA, e2e] = await this.client.hmget(this.keys.room(code)[0], "ta", "e2e");
+      return seatA === null ? undefined : { e2e: e2e !== null };
     });
   }
 

@@ -18,7 +18,7 @@ type Arg = string | number;
 declare module "ioredis" {
   interface RedisCommander<Context> {
     duetOpen(...keysThenArgs: Arg[]): Result<number, Context>;
-    duetJoin(...keysThenArgs: Arg[]): Result<number, Context>;
+    duetJoin(...keysThenArgs: Arg[]): Result<number | [number, number], Context>;
     duetSend(...keysThenArgs: Arg[]): Result<[number, string?, number?], Context>;
     duetRecv(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
     duetAck(...keysThenArgs: Arg[]): Result<number, Context>;
