@@ -127,6 +127,13 @@ test("a whole exchange through nginx on the published port", async () => {
   expect(await client.close(a)).toEqual({ ok: true });
   const stats = (await fetch(`${baseUrl}/v1/stats`).then((r) => r.json())) as { sessions: number };
   expect(stats.sessions).toBeGreaterThanOrEqual(1);
+  // The landing page and the single-file CLI the image carries, for agents on other machines.
+  const landing = await fetch(`${baseUrl}/`);
+  expect(landing.status).toBe(200);
+  expect(await landing.text()).toContain("/v1/api");
+  const cli = await fetch(`${baseUrl}/v1/cli/duet.cjs`);
+  expect({ status: cli.status, type: cli.headers.get("content-type") }).toEqual({ status: 200, type: "text/javascript; charset=utf-8" });
+  expect((await cli.text()).startsWith("#!/usr/bin/env node")).toBe(true);
   // nginx does not route /metrics; each relay serves it on its own port.
   expect((await fetch(`${baseUrl}/metrics`, { headers: { "user-agent": USER_AGENT } })).status).toBe(404);
 }, 60_000);
