@@ -66,6 +66,9 @@ export const ConfigSchema = z
     REDIS_COMMAND_TIMEOUT_MS: integer(1500, 50, 60_000),
     ROOM_IDLE_SECONDS: integer(1800, 1, 86_400),
     ROOM_MAX_SECONDS: integer(1800, 1, 86_400),
+    // 10 minutes: far longer than a recv waits (25 s) or a client retries, long enough for an
+    // agent to come back from a slow turn and still learn how its room ended.
+    ROOM_ENDING_KEEP_SECONDS: integer(600, 0, 86_400),
     UA_POLICY: z.enum(["denylist", "off", "strict"]).optional().transform((v) => v ?? "denylist"),
     RATE_LIMIT_WINDOW_SECONDS: integer(60, 1, 86_400),
     RATE_LIMIT_REQUESTS: integer(600, 0),
@@ -91,6 +94,8 @@ export interface Config {
   redis?: { url?: string; clusterNodes?: { host: string; port: number }[]; keyPrefix: string; commandTimeoutMs: number };
   roomIdleMs: number;
   roomMaxMs: number;
+  /** How long a room's seats still learn how it ended, after it ended. */
+  roomEndingKeepMs: number;
   userAgentPolicy: "denylist" | "off" | "strict";
   rateLimit: { windowMs: number; requestsPerWindow: number; roomsPerWindow: number };
   wakeRecheckMs: number;
@@ -125,6 +130,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       : undefined,
     roomIdleMs: e.ROOM_IDLE_SECONDS * 1000,
     roomMaxMs: e.ROOM_MAX_SECONDS * 1000,
+    roomEndingKeepMs: e.ROOM_ENDING_KEEP_SECONDS * 1000,
     userAgentPolicy: e.UA_POLICY,
     rateLimit: {
       windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000,
