@@ -90,6 +90,46 @@ describe("Redis round trips per operation (rate limits off)", () => {
     expect(figures["recv (waits, channel lingering), with its send and ack"]).toEqual({ evalsha: 4 });
   });
 
+  it("a room's ending record: one more key per room, and a 404 costs one more script call", async () => {
+    const { client } = target;
+    const room = await client.pairedRoom();
+    const prefix = target.config.redis!.keyPrefix;
+    const keysOf = async (code: string) => (await admin.keys(`${prefix}*${code}*`)).sort();
+    const live = await keysOf(room.code);
+    const ending = live.find((key) => key.endsWith(":ended"))!;
+    expect(ending).toBeDefined();
+    const bytes = { room: Number(await admin.memory("USAGE", live.find((key) => key.endsWith(":room"))!)), ending: Number(await admin.memory("USAGE", ending)) };
+    // Kept 'keep' ms past the room's own expiry, never longer.
+    const ttl = { room: await admin.pttl(live.find((key) => key.endsWith(":room"))!), ending: await admin.pttl(ending) };
+    expect(ttl.ending - ttl.room).toBeGreaterThan(600_000 - 5000);
+    expect(ttl.ending - ttl.room).toBeLessThanOrEqual(600_000);
+    figures["close (writes why into the ending record)"] = await countDuring(() => client.close(room.code, room.a));
+    expect(await keysOf(room.code)).toEqual([ending]);
+    const closedBytes = Number(await admin.memory("USAGE", ending));
+    figures["404 to a seat of the ended room (room script, then ending-1.lua)"] = await countDuring(() => client.status(room.code, room.b));
+    figures["404 to a stranger"] = await countDuring(() => client.status(room.code, "not-a-seat-token"));
+    expect(figures["404 to a seat of the ended room (room script, then ending-1.lua)"]).toEqual({ evalsha: 2 });
+    expect(figures["404 to a stranger"]).toEqual({ evalsha: 2 });
+    // eslint-disable-next-line no-console
+    console.log(
+      `Ending record: keys per live room ${live.length} (one of them the record); MEMORY USAGE room hash ${bytes.room} B, ` +
+        `ending record ${bytes.ending} B while the room lives, ${closedBytes} B after a close (kept ${ttl.ending - ttl.room} ms past the room)`,
+    );
+  });
+
+  it("a waiting status (duet wait) woken by the join", async () => {
+    const { client } = target;
+    const opened = (await client.open()).body;
+    figures["status?wait (first on the room's channel), woken by a join"] = await countDuring(async () => {
+      const waiting = client.call("GET", "/v1/status", { query: { code: opened.code, wait: 20_000 }, token: opened.token });
+      await new Promise((r) => setTimeout(r, 200));
+      await client.join(opened.code);
+      expect((await waiting).body.peer_joined).toBe(true);
+    });
+    // read, read after subscribing, re-read after the wake; plus the join
+    expect(figures["status?wait (first on the room's channel), woken by a join"]).toEqual({ evalsha: 4, ssubscribe: 1 });
+  });
+
   it("the tally is one HMGET and one ZCOUNT per hash tag, sent together", async () => {
     figures.stats = await countDuring(() => target.client.stats());
     expect(figures.stats).toEqual({ hmget: 1024, zcount: 1024 });
