@@ -108,8 +108,10 @@ describe("Redis round trips per operation (rate limits off)", () => {
     const closedBytes = Number(await admin.memory("USAGE", ending));
     figures["404 to a seat of the ended room (room script, then ending-1.lua)"] = await countDuring(() => client.status(room.code, room.b));
     figures["404 to a stranger"] = await countDuring(() => client.status(room.code, "not-a-seat-token"));
-    expect(figures["404 to a seat of the ended room (room script, then ending-1.lua)"]).toEqual({ evalsha: 2 });
+    // (The first ending-1.lua call of a connection is an EVAL: ioredis sends the script once.)
+    expect(total(figures["404 to a seat of the ended room (room script, then ending-1.lua)"]!)).toBe(2);
     expect(figures["404 to a stranger"]).toEqual({ evalsha: 2 });
+    expect(figures["close (writes why into the ending record)"]).toEqual({ evalsha: 1 });
     // eslint-disable-next-line no-console
     console.log(
       `Ending record: keys per live room ${live.length} (one of them the record); MEMORY USAGE room hash ${bytes.room} B, ` +
