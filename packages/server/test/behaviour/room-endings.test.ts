@@ -93,6 +93,18 @@ describe("how a room ended", () => {
       expectEnded(await client.status(opened.code, opened.token), { reason: "closed", by: "a" });
     });
 
+    it("is documented in the recipe and the OpenAPI document", async () => {
+      const { client } = target();
+      const recipe = (await client.call("GET", "/v1/api")).text;
+      expect(recipe).toContain("### How a room ended");
+      expect(recipe).toContain("For 10 minutes after a room ends");
+      expect(recipe).toContain("status?code=k7dq-3mxa-9z2f&wait=");
+      const openapi = (await client.call("GET", "/v1/openapi.json")).body;
+      expect(openapi.components.schemas.Error.properties.ended.properties.reason.enum).toEqual(["closed", "force_closed", "idle_timeout", "hard_cap"]);
+      expect(openapi.paths["/v1/status"].get.parameters.map((p: { name: string }) => p.name)).toEqual(["code", "wait"]);
+      expect(openapi.paths["/v1/recv"].get.responses["404"].description).toContain("`ended`");
+    });
+
     it("is for members only: a stranger's token, another room's token or a join gets the bare 404", async () => {
       const { client } = target();
       const room = await client.pairedRoom();

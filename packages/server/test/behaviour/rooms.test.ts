@@ -103,7 +103,8 @@ forEachTarget((target) => {
     it("refuses unknown query fields and a wait out of bounds", async () => {
       const { client } = target();
       const opened = (await client.open()).body;
-      for (const query of [{ code: opened.code, timeout: 100 }, { code: opened.code, wait: 25_001 }, { code: opened.code, wait: "soon" }]) {
+      const queries: Record<string, string | number>[] = [{ code: opened.code, timeout: 100 }, { code: opened.code, wait: 25_001 }, { code: opened.code, wait: "soon" }];
+      for (const query of queries) {
         expect((await client.call("GET", "/v1/status", { query, token: opened.token })).status).toBe(400);
       }
     });
