@@ -181,6 +181,23 @@ describe("how long the reason is kept", () => {
   );
 });
 
+describe("with ROOM_ENDING_KEEP_SECONDS=0", () => {
+  forEachTarget(
+    (target) => {
+      it("every call after the end gets the bare 404, as before rooms told how they ended", async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        await client.send(room.code, room.a, "abandoned");
+        expect((await client.close(room.code, room.b, true)).status).toBe(200);
+        for (const token of [room.a, room.b]) {
+          for (const reply of await Promise.all(everyCall(target(), room.code, token))) expectBare404(reply);
+        }
+      });
+    },
+    { env: { ROOM_ENDING_KEEP_SECONDS: "0" } },
+  );
+});
+
 describe("waiting status (GET /v1/status?wait=)", () => {
   forEachTarget((target) => {
     it("answers when the peer joins, even through another node", async () => {
