@@ -12,6 +12,8 @@ let target: RelayTarget;
 // MONITOR shows every command a client sent; commands a script ran inside Redis carry the
 // source "lua" and are not round trips.
 let seen: string[] = [];
+/** Commands scripts ran inside Redis (not round trips: their CPU cost). */
+let insideScripts: string[] = [];
 
 /** Top-level commands the relay sent to Redis while work ran, by name. */
 async function countDuring(work: () => Promise<unknown>): Promise<Record<string, number>> {
@@ -32,6 +34,7 @@ beforeAll(async () => {
   monitor = await admin.monitor();
   monitor.on("monitor", (_time: string, args: string[], source: string) => {
     if (source !== "lua") seen.push(args[0]!.toLowerCase());
+    else insideScripts.push(args[0]!.toLowerCase());
   });
   target = await startTarget("redis", { REDIS_URL: redis.url });
 });
@@ -103,6 +106,15 @@ describe("Redis round trips per operation (rate limits off)", () => {
     const ttl = { room: await admin.pttl(live.find((key) => key.endsWith(":room"))!), ending: await admin.pttl(ending) };
     expect(ttl.ending - ttl.room).toBeGreaterThan(600_000 - 5000);
     expect(ttl.ending - ttl.room).toBeLessThanOrEqual(600_000);
+    insideScripts = [];
+    let sentId = "";
+    await countDuring(async () => (sentId = (await client.send(room.code, room.a, "counted")).body.id));
+    const inside: Record<string, number> = {};
+    for (const name of insideScripts) inside[name] = (inside[name] ?? 0) + 1;
+    // The record costs each script that moves the expiry one HGET (its keep) and one PEXPIREAT.
+    figures["send, commands inside the script"] = inside;
+    expect(inside.pexpireat).toBe(6);
+    expect((await client.ack(room.code, room.b, [sentId])).body.acked).toBe(1);
     figures["close (writes why into the ending record)"] = await countDuring(() => client.close(room.code, room.a));
     expect(await keysOf(room.code)).toEqual([ending]);
     const closedBytes = Number(await admin.memory("USAGE", ending));
@@ -112,11 +124,8 @@ describe("Redis round trips per operation (rate limits off)", () => {
     expect(total(figures["404 to a seat of the ended room (room script, then ending-1.lua)"]!)).toBe(2);
     expect(figures["404 to a stranger"]).toEqual({ evalsha: 2 });
     expect(figures["close (writes why into the ending record)"]).toEqual({ evalsha: 1 });
-    // eslint-disable-next-line no-console
-    console.log(
-      `Ending record: keys per live room ${live.length} (one of them the record); MEMORY USAGE room hash ${bytes.room} B, ` +
-        `ending record ${bytes.ending} B while the room lives, ${closedBytes} B after a close (kept ${ttl.ending - ttl.room} ms past the room)`,
-    );
+    // Not commands: the record's footprint, printed with the figures (MEMORY USAGE, bytes).
+    figures["ending record, bytes (MEMORY USAGE)"] = { roomHash: bytes.room, recordWhileLive: bytes.ending, recordAfterClose: closedBytes, keysPerLiveRoom: live.length };
   });
 
   it("a waiting status (duet wait) woken by the join", async () => {
