@@ -11,6 +11,7 @@ import {
   MAX_WAIT_MS,
   OpenResponse,
   RecvResponse,
+  RoomEnding,
   SendResponse,
   StatsResponse,
   StatusResponse,
@@ -98,8 +99,13 @@ export interface RecvOptions extends CallOptions {
 }
 
 export interface WaitForPeerOptions extends CallOptions {
-  /** Milliseconds between status polls. Default 1000. */
-  intervalMs?: number;
+  /** Longest wait of one long-poll (GET /v1/status?wait=), 1..25000 ms. Default 25000. */
+  pollMs?: number;
+}
+
+export interface StatusOptions extends CallOptions {
+  /** Milliseconds the relay may hold the call open until the peer joins, 0..25000. Default 0. */
+  waitMs?: number;
 }
 
 export interface ReceiveLoopOptions {
@@ -233,11 +239,22 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     );
   }
 
-  /** Room status for this seat: members, lifetime, whether the peer joined and is active, pending counts. */
-  status(seat: SeatCredentials, options: CallOptions = {}): Promise<StatusResponse> {
-    const query = { code: canonicalCode(seat.code) };
-    return this.retrying("status", "refusals-and-network", options, (timeoutMs) =>
-      this.request("GET", "/v1/status", StatusResponse, { query, token: seat.token, signal: options.signal, timeoutMs }),
+  /**
+   * Room status for this seat: members, lifetime, whether the peer joined and is active,
+   * pending counts. With waitMs the relay answers as soon as the peer has joined (or the
+   * wait runs out, or the room ends).
+   */
+  status(seat: SeatCredentials, options: StatusOptions = {}): Promise<StatusResponse> {
+    const waitMs = options.waitMs ?? 0;
+    const query: Record<string, string> = { code: canonicalCode(seat.code) };
+    if (waitMs > 0) query.wait = String(waitMs);
+    return this.retrying("status", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
+      this.request("GET", "/v1/status", StatusResponse, {
+        query,
+        token: seat.token,
+        signal: options.signal,
+        timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
+      }),
     );
   }
 
@@ -267,17 +284,25 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   // ---- flows --------------------------------------------------------------------------
 
   /**
-   * Polls status until the second seat is claimed and returns that status. Rejects with
-   * DuetTimeoutError after timeoutMs (default 5 min), DuetAbortError when signalled.
+   * Long-polls status (GET /v1/status?wait=) until the second seat is claimed and returns
+   * that status: the relay answers the moment the peer joins, with no polling in between.
+   * Rejects with DuetTimeoutError after timeoutMs (default 5 min), DuetAbortError when
+   * signalled, DuetError not_found (with `ended`) when the room ends first.
    */
   async waitForPeer(seat: SeatCredentials, options: WaitForPeerOptions = {}): Promise<StatusResponse> {
     const deadline = new Deadline(options.timeoutMs ?? DEFAULT_WAIT_FOR_PEER_MS, "Waiting for the peer to join", this.now);
-    const intervalMs = options.intervalMs ?? 1000;
+    const pollMs = Math.min(Math.max(options.pollMs ?? MAX_WAIT_MS, 1), MAX_WAIT_MS);
     for (let attempt = 0; ; attempt++) {
-      const status = await this.status(seat, { signal: options.signal, onWait: options.onWait, timeoutMs: Math.max(1, deadline.remainingMs()) });
+      const waitMs = Math.min(pollMs, Math.max(0, deadline.remainingMs()));
+      if (attempt > 0) options.onWait?.({ reason: "peer", delayMs: waitMs, attempt });
+      const status = await this.status(seat, {
+        signal: options.signal,
+        onWait: options.onWait,
+        waitMs,
+        timeoutMs: Math.max(1, deadline.remainingMs()) + RECV_ANSWER_MARGIN_MS,
+      });
       if (status.peer_joined) return status;
-      options.onWait?.({ reason: "peer", delayMs: intervalMs, attempt });
-      await deadline.sleepWithin(intervalMs, options.signal);
+      if (deadline.expired()) throw deadline.error();
     }
   }
 
@@ -491,10 +516,11 @@ function isTransient(error: DuetError): boolean {
 function errorFromAnswer(response: Response, json: unknown, method: string, path: string): DuetError {
   const retryAfter = Number(response.headers.get("retry-after"));
   const retryAfterSeconds = Number.isFinite(retryAfter) && retryAfter >= 0 && response.headers.has("retry-after") ? retryAfter : undefined;
-  const body = json as { error?: unknown; message?: unknown } | undefined;
+  const body = json as { error?: unknown; message?: unknown; ended?: unknown } | undefined;
   if (body && typeof body.error === "string" && isProtocolCode(body.error)) {
     const message = typeof body.message === "string" ? body.message : ERRORS[body.error].message;
-    return new DuetError(body.error, message, { status: response.status, retryAfterSeconds });
+    const ended = RoomEnding.safeParse(body.ended);
+    return new DuetError(body.error, message, { status: response.status, retryAfterSeconds, ended: ended.success ? ended.data : undefined });
   }
   const code = codeForStatus(response.status);
   return new DuetError(code, `${method} ${path} answered HTTP ${response.status}${code === "invalid_response" ? " (not a duet error body)" : ""}.`, {

@@ -9,13 +9,17 @@ type Schema = z.ZodType;
 const requestSchema = (schema: Schema) => z.toJSONSchema(schema, { io: "input", unrepresentable: "any" });
 const responseSchema = (schema: Schema) => z.toJSONSchema(schema, { io: "output", unrepresentable: "any" });
 
-function errorResponses(codes: ErrorCode[]) {
+const ENDED_NOTE =
+  " For a while after a room ended (10 minutes by default), a 404 answered to one of its seat tokens also carries" +
+  " `ended`: {reason, by?, abandoned?, at}, saying how it ended; to anyone else the 404 stays bare.";
+
+function errorResponses(codes: ErrorCode[], withEnding = codes.includes("unauthorized")) {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) byStatus.set(ERRORS[code].status, [...(byStatus.get(ERRORS[code].status) ?? []), code]);
   const out: Record<string, unknown> = {};
   for (const [status, group] of byStatus) {
     out[String(status)] = {
-      description: group.map((c) => `${c}: ${ERRORS[c].message} ${ERRORS[c].remedy}`).join("\n\n"),
+      description: group.map((c) => `${c}: ${ERRORS[c].message} ${ERRORS[c].remedy}${c === "not_found" && withEnding ? ENDED_NOTE : ""}`).join("\n\n"),
       content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
     };
   }
@@ -109,6 +113,7 @@ export function buildOpenApiDocument(serverUrl?: string) {
       "/v1/status": {
         get: {
           summary: "Room status for your seat",
+          description: `With wait (ms, up to ${MAX_WAIT_MS}) the answer waits until peer_joined is true, the room ends or the wait runs out.`,
           security: bearer,
           parameters: queryParams(S.StatusQuery),
           responses: { ...ok(S.StatusResponse, "Members, lifetime, peer and pending counts."), ...errorResponses(AUTHED) },

@@ -80,7 +80,12 @@ export function createApp(deps: AppDeps): DuetApp {
   });
   app.get("/v1/api", (req, res) => {
     res.type("text/markdown; charset=utf-8").send(
-      renderRecipe({ baseUrl: baseUrl(req), idleMinutes: config.roomIdleMs / 60_000, maxMinutes: config.roomMaxMs / 60_000 }),
+      renderRecipe({
+        baseUrl: baseUrl(req),
+        idleMinutes: config.roomIdleMs / 60_000,
+        maxMinutes: config.roomMaxMs / 60_000,
+        endingKeepSeconds: config.roomEndingKeepMs / 1000,
+      }),
     );
   });
   // Prometheus scrapes this; the load balancer should not route it from outside.

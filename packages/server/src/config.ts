@@ -66,6 +66,9 @@ export const ConfigSchema = z
     REDIS_COMMAND_TIMEOUT_MS: integer(1500, 50, 60_000).describe("A store call slower than this answers 503 `unavailable`, so no call outlasts its wait by more than about 2 s while Redis is silent."),
     ROOM_IDLE_SECONDS: integer(1800, 1, 86_400).describe("Idle lifetime: a room ends this long after its last authenticated call."),
     ROOM_MAX_SECONDS: integer(1800, 1, 86_400).describe("Hard lifetime: a room ends this long after open, whatever happens."),
+    // 10 minutes: far longer than a recv waits (25 s) or a client retries, long enough for an
+    // agent to come back from a slow turn and still learn how its room ended.
+    ROOM_ENDING_KEEP_SECONDS: integer(600, 0, 86_400).describe("After a room ends, its two seats are told how (404 with `ended`) for this long; `0` keeps every 404 bare."),
     UA_POLICY: z.enum(["denylist", "off", "strict"]).optional().transform((v) => v ?? "denylist").describe("`denylist`: 403 for empty and generic library User-Agents on room calls; `strict`: only `duet/…`; `off`: any."),
     RATE_LIMIT_WINDOW_SECONDS: integer(60, 1, 86_400).describe("Window of the per-IP rate limits (shared by all nodes through Redis)."),
     RATE_LIMIT_REQUESTS: integer(600, 0).describe("Room calls and stats reads per IP per window; `0` turns the limit off."),
@@ -91,6 +94,8 @@ export interface Config {
   redis?: { url?: string; clusterNodes?: { host: string; port: number }[]; keyPrefix: string; commandTimeoutMs: number };
   roomIdleMs: number;
   roomMaxMs: number;
+  /** How long a room's seats still learn how it ended, after it ended. */
+  roomEndingKeepMs: number;
   userAgentPolicy: "denylist" | "off" | "strict";
   rateLimit: { windowMs: number; requestsPerWindow: number; roomsPerWindow: number };
   wakeRecheckMs: number;
@@ -125,6 +130,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       : undefined,
     roomIdleMs: e.ROOM_IDLE_SECONDS * 1000,
     roomMaxMs: e.ROOM_MAX_SECONDS * 1000,
+    roomEndingKeepMs: e.ROOM_ENDING_KEEP_SECONDS * 1000,
     userAgentPolicy: e.UA_POLICY,
     rateLimit: {
       windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000,

@@ -30,7 +30,7 @@ export interface StoreWiring {
 
 /** Builds the store the configuration asks for: Redis when configured, else in-process. */
 export function createStore(config: Config): StoreWiring {
-  const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs };
+  const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs, endingKeepMs: config.roomEndingKeepMs };
   if (!config.redis) return { store: new MemoryRoomStore(lifetimes), connections: [] };
   const keys = new RedisKeys(config.redis.keyPrefix);
   const { commands: client, subscriber } = createRedisConnections(config.redis);

@@ -41,6 +41,18 @@ export interface RoomRouteDeps {
 
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 
+/** Aborted when the client goes away before its answer: frees a long-poll's wait. */
+function clientGone(res: import("express").Response): AbortSignal {
+  const gone = new AbortController();
+  // 'close' on the response before it finished means the client went away. After a
+  // finished answer there is nothing to free, and abort() would only build an AbortError
+  // (a DOMException with a stack) per call for nobody: 0.8 % of a busy node's CPU.
+  res.once("close", () => {
+    if (!res.writableFinished) gone.abort();
+  });
+  return gone.signal;
+}
+
 // Express 5 forwards rejected promises to the error middleware.
 type AsyncHandler = (req: Request, res: import("express").Response) => Promise<void>;
 const route = (handler: AsyncHandler): RequestHandler => (req, res, next) => handler(req, res).catch(next);
@@ -100,16 +112,9 @@ export function roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckM
   router.get("/v1/recv", route(async (req, res) => {
     const tokenHash = seatTokenHash(req);
     const query = parseInput(RecvQuery, req.query, "query");
-    const abandoned = new AbortController();
-    // 'close' on the response before it finished means the client went away: free the wait.
-    // After a finished answer there is nothing to free, and abort() would only build an
-    // AbortError (a DOMException with a stack) per recv for nobody: 0.8 % of a busy node's CPU.
-    res.once("close", () => {
-      if (!res.writableFinished) abandoned.abort();
-    });
     const snapshot = await waitingRecvs.waitForMessages(
       { code: query.code, tokenHash },
-      { waitMs: query.wait ?? MAX_WAIT_MS, recheckMs: wakeRecheckMs, signal: abandoned.signal },
+      { waitMs: query.wait ?? MAX_WAIT_MS, recheckMs: wakeRecheckMs, signal: clientGone(res) },
     );
     if (!snapshot) return;
     const body: RecvResponse = { messages: snapshot.messages };
@@ -126,8 +131,10 @@ export function roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckM
 
   router.get("/v1/status", route(async (req, res) => {
     const tokenHash = seatTokenHash(req);
-    const { code } = parseInput(StatusQuery, req.query, "query");
-    const status = await store.getStatus({ code, tokenHash });
+    const { code, wait } = parseInput(StatusQuery, req.query, "query");
+    // wait > 0 long-polls until the peer's seat is claimed (`duet wait`), like a waiting recv.
+    const status = await waitingRecvs.waitForPeer({ code, tokenHash }, { waitMs: wait ?? 0, recheckMs: wakeRecheckMs, signal: clientGone(res) });
+    if (!status) return;
     const body: StatusResponse = {
       seat: status.seat,
       members: status.members,

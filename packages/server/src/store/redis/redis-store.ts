@@ -5,21 +5,24 @@ import {
   MAX_PENDING_BYTES,
   MAX_PENDING_MESSAGES,
   PEER_ACTIVE_WINDOW_MS,
+  type EndReason,
   type Message,
+  type RoomEnding,
   type Seat,
 } from "@duet/protocol";
-import { ApiError, apiError } from "../../errors.js";
+import { ApiError, apiError, roomEndedError } from "../../errors.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken } from "../credentials.js";
-import type {
-  InboxSnapshot,
-  RoomLifetimes,
-  RoomStatus,
-  RoomStore,
-  SeatCredentials,
-  SeatGrant,
-  SendInput,
-  StoreTally,
-  WakeupBus,
+import {
+  DEFAULT_ENDING_KEEP_MS,
+  type InboxSnapshot,
+  type RoomLifetimes,
+  type RoomStatus,
+  type RoomStore,
+  type SeatCredentials,
+  type SeatGrant,
+  type SendInput,
+  type StoreTally,
+  type WakeupBus,
 } from "../room-store.js";
 import type { RedisClient } from "./connection.js";
 import { RedisKeys } from "./keys.js";
@@ -77,6 +80,7 @@ export class RedisRoomStore implements RoomStore {
   private readonly subscriber?: RedisClient;
   private readonly idleMs: number;
   private readonly maxMs: number;
+  private readonly endingKeepMs: number;
   private readonly operationTimeoutMs: number;
 
   constructor(options: RedisStoreOptions) {
@@ -87,6 +91,7 @@ export class RedisRoomStore implements RoomStore {
     this.keys = new RedisKeys(options.keyPrefix);
     this.idleMs = options.lifetimes.idleMs;
     this.maxMs = options.lifetimes.maxMs;
+    this.endingKeepMs = options.lifetimes.endingKeepMs ?? DEFAULT_ENDING_KEEP_MS;
     defineScripts(this.client);
   }
 
@@ -114,7 +119,7 @@ export class RedisRoomStore implements RoomStore {
       for (;;) {
         const code = mintRoomCode();
         const token = mintSeatToken();
-        const expiresInMs = await this.client.duetOpen(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs, options.e2e ? "1" : "0");
+        const expiresInMs = await this.client.duetOpen(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs, this.endingKeepMs, options.e2e ? "1" : "0");
         if (expiresInMs >= 0) return { code, seat: "a", token, expiresInMs, e2e: options.e2e === true };
       }
     });
@@ -123,7 +128,7 @@ export class RedisRoomStore implements RoomStore {
   joinRoom(code: string): Promise<SeatGrant> {
     return this.run(async () => {
       const token = mintSeatToken();
-      const reply = await this.client.duetJoin(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs);
+      const reply = await this.client.duetJoin(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.keys.wakeChannel(code));
       if (typeof reply === "number") throw failureOf(reply, () => apiError("full"));
       return { code, seat: "b", token, expiresInMs: Number(reply[0]), e2e: Number(reply[1]) === 1 };
     });
@@ -144,6 +149,7 @@ export class RedisRoomStore implements RoomStore {
         this.keys.wakeChannel(input.code),
         input.envelope ? "1" : "0",
       );
+      if (status === -404) throw await this.goneError(input);
       if (status < 0) throw failureOf(status, () => apiError("idempotency_conflict"));
       return { id: id!, replayed: status === 1 };
     });
@@ -152,6 +158,7 @@ export class RedisRoomStore implements RoomStore {
   readInbox(seat: SeatCredentials, touch: boolean): Promise<InboxSnapshot> {
     return this.run(async () => {
       const reply = await this.client.duetRecv(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, touch ? "1" : "0");
+      if (reply[0] === -404) throw await this.goneError(seat);
       if (typeof reply[0] === "number") throw failureOf(reply[0], () => apiError("internal"));
       const mine = seatOf(reply[0]);
       const from: Seat = mine === "a" ? "b" : "a";
@@ -164,14 +171,16 @@ export class RedisRoomStore implements RoomStore {
   ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }> {
     return this.run(async () => {
       const status = await this.client.duetAck(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, ...ids);
+      if (status === -404) throw await this.goneError(seat);
       if (status < 0) throw failureOf(status, () => apiError("internal"));
       return { acked: status };
     });
   }
 
-  getStatus(seat: SeatCredentials): Promise<RoomStatus> {
+  getStatus(seat: SeatCredentials, touch = true): Promise<RoomStatus> {
     return this.run(async () => {
-      const reply = await this.client.duetStatus(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, PEER_ACTIVE_WINDOW_MS);
+      const reply = await this.client.duetStatus(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, PEER_ACTIVE_WINDOW_MS, touch ? "1" : "0");
+      if (reply[0] === -404) throw await this.goneError(seat);
       if (typeof reply[0] === "number") throw failureOf(reply[0], () => apiError("internal"));
       const [mine, expiresInMs, peerJoined, peerActive, pendingIn, pendingOut, e2e] = reply;
       return {
@@ -190,8 +199,27 @@ export class RedisRoomStore implements RoomStore {
   closeRoom(seat: SeatCredentials, force: boolean): Promise<void> {
     return this.run(async () => {
       const status = await this.client.duetClose(...this.keys.room(seat.code), this.keys.tallyFor(seat.code), seat.tokenHash, this.idleMs, force ? "1" : "0", this.keys.wakeChannel(seat.code));
+      if (status === -404) throw await this.goneError(seat);
       if (status < 0) throw failureOf(status, () => apiError("unread"));
     });
+  }
+
+  /**
+   * The 404 for a room that is gone: how it ended when the token holds one of its seats and
+   * the ending is still kept, else bare. One more script call, on this path only.
+   */
+  private async goneError(seat: SeatCredentials): Promise<ApiError> {
+    const reply = await this.client.duetEnding(this.keys.ending(seat.code), seat.tokenHash);
+    if (typeof reply[0] === "number") return apiError("not_found");
+    const [mine, reason, at, by, leftA, leftB] = reply;
+    const me = seatOf(mine);
+    const ended: RoomEnding = { reason: String(reason) as EndReason, at: new Date(Number(at)).toISOString() };
+    if (by === "a" || by === "b") ended.by = by;
+    if (ended.reason === "force_closed") {
+      const left = { a: Number(leftA), b: Number(leftB) };
+      ended.abandoned = { in: left[me], out: left[me === "a" ? "b" : "a"] };
+    }
+    return roomEndedError(ended, me);
   }
 
   getStats(): Promise<StoreTally> {

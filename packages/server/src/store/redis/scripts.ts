@@ -24,17 +24,19 @@ declare module "ioredis" {
     duetAck(...keysThenArgs: Arg[]): Result<number, Context>;
     duetStatus(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
     duetClose(...keysThenArgs: Arg[]): Result<number, Context>;
+    duetEnding(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
   }
 }
 
 const SCRIPTS = {
-  duetOpen: { file: "open-7.lua", numberOfKeys: 7 },
-  duetJoin: { file: "join-7.lua", numberOfKeys: 7 },
-  duetSend: { file: "send-7.lua", numberOfKeys: 7 },
-  duetRecv: { file: "recv-6.lua", numberOfKeys: 6 },
-  duetAck: { file: "ack-6.lua", numberOfKeys: 6 },
-  duetStatus: { file: "status-6.lua", numberOfKeys: 6 },
-  duetClose: { file: "close-7.lua", numberOfKeys: 7 },
+  duetOpen: { file: "open-8.lua", numberOfKeys: 8 },
+  duetJoin: { file: "join-8.lua", numberOfKeys: 8 },
+  duetSend: { file: "send-8.lua", numberOfKeys: 8 },
+  duetRecv: { file: "recv-7.lua", numberOfKeys: 7 },
+  duetAck: { file: "ack-7.lua", numberOfKeys: 7 },
+  duetStatus: { file: "status-7.lua", numberOfKeys: 7 },
+  duetClose: { file: "close-8.lua", numberOfKeys: 8 },
+  duetEnding: { file: "ending-1.lua", numberOfKeys: 1 },
 } as const;
 
 export function defineScripts(redis: Redis | Cluster): void {
