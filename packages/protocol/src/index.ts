@@ -5,3 +5,4 @@ export * from "./limits.js";
 export * from "./room-code.js";
 export * from "./schemas.js";
 export { buildOpenApiDocument } from "./openapi.js";
+export * from "./endpoints.js";
