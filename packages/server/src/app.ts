@@ -18,6 +18,7 @@ import { renderLandingHtml, renderLandingMarkdown } from "./http/landing-page.js
 import { rateLimiter } from "./http/rate-limit.js";
 import { renderRecipe } from "./http/recipe.js";
 import { requestLog } from "./http/request-log.js";
+import { mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
 import { ROOM_ENDPOINTS, roomRoutes } from "./http/room-routes.js";
 import { userAgentPolicy } from "./http/user-agent.js";
@@ -74,6 +75,9 @@ export function createApp(deps: AppDeps): DuetApp {
   const ops = operations({ store, waitingRecvs, metrics, wakeRecheckMs: config.wakeRecheckMs, readTally: () => cachedTally.read() });
   app.locals.operations = ops;
   app.use(roomRoutes({ operations: ops, baseUrl, roomLimiter, publicLimiter }));
+
+  // ---- MCP (Streamable HTTP, stateless): any User-Agent, same per-IP limits -------------
+  app.use(mcpRoutes({ operations: ops, baseUrl, logger, metrics, bindHost: config.host, publicUrl: config.publicUrl, publicLimiter, roomLimiter }));
 
   // ---- public: any User-Agent ----------------------------------------------------------
   app.get("/healthz", (_req, res) => void res.json({ ok: true }));
