@@ -57,7 +57,8 @@ export const MCP_TOOLS: ToolEntry[] = OPERATION_IDS.flatMap((id) => {
   const input = spec.tool.input ?? spec.input?.schema ?? z.strictObject({});
   const withToken = spec.auth === "bearer" ? input.extend({ token: TokenArgument }) : input;
   const e2eNote = id === "send" || id === "recv" ? " In an end-to-end encrypted room the text is a duet-e2e:v1 envelope, passed through unchanged." : "";
-  const errors = [...new Set(spec.errors)].join(", ");
+  // The User-Agent policy does not apply to /mcp: forbidden never comes back from a tool.
+  const errors = [...new Set(spec.errors)].filter((code) => code !== "forbidden").join(", ");
   const tool: Tool = {
     name: id,
     title: spec.tool.title,

@@ -35,7 +35,7 @@ export interface OperationContext {
   baseUrl: string;
   /** Aborted when the caller went away or cancelled: a waiting recv stops waiting. */
   signal?: AbortSignal;
-  /** Told now and then while a recv waits (MCP progress notifications). */
+  /** Told when a recv starts waiting and every few seconds after (MCP progress notifications). */
   onWaiting?: (waitedMs: number, waitMs: number) => void;
 }
 
@@ -100,6 +100,7 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
       let timer: NodeJS.Timeout | undefined;
       if (onWaiting) {
         const started = Date.now();
+        onWaiting(0, waitMs);
         timer = setInterval(() => onWaiting(Date.now() - started, waitMs), PROGRESS_EVERY_MS);
       }
       try {
