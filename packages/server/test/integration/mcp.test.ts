@@ -200,6 +200,15 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     }
   });
 
+  it("the share block, the recipe and the OpenAPI document name the MCP endpoint", async () => {
+    const base = target.nodes[0]!.url;
+    const opened = await ok((await connectMcp(target)).client, "open");
+    expect(opened.share).toContain(`${opened.join_url.replace(/\/join\/.*$/, "")}/mcp`);
+    const recipe = await (await fetch(`${base}/v1/api`)).text();
+    expect(recipe).toContain(`claude mcp add --transport http duet ${base}/mcp`);
+    expect((await (await fetch(`${base}/v1/openapi.json`)).json()).info.description).toContain("/mcp");
+  });
+
   it("the MCP Inspector's CLI lists the tools and calls one", async () => {
     const inspector = join(__dirname, "../../node_modules/.bin/mcp-inspector");
     const url = `${target.nodes[1]!.url}/mcp`;
