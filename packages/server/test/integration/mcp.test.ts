@@ -202,11 +202,14 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
 
   it("the share block, the recipe and the OpenAPI document name the MCP endpoint", async () => {
     const base = target.nodes[0]!.url;
-    const opened = await ok((await connectMcp(target)).client, "open");
+    const { client } = await connectMcp(target);
+    const opened = await ok(client, "open");
+    await client.close();
     expect(opened.share).toContain(`${opened.join_url.replace(/\/join\/.*$/, "")}/mcp`);
     const recipe = await (await fetch(`${base}/v1/api`)).text();
     expect(recipe).toContain(`claude mcp add --transport http duet ${base}/mcp`);
-    expect((await (await fetch(`${base}/v1/openapi.json`)).json()).info.description).toContain("/mcp");
+    const openapi = (await (await fetch(`${base}/v1/openapi.json`)).json()) as { info: { description: string } };
+    expect(openapi.info.description).toContain("/mcp");
   });
 
   it("the MCP Inspector's CLI lists the tools and calls one", async () => {
