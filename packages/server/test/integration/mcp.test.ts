@@ -200,7 +200,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     }
   });
 
-  it("the share block, the recipe and the OpenAPI document name the MCP endpoint", async () => {
+  it("the share block, the recipe, the landing page and the OpenAPI document name the MCP endpoint", async () => {
     const base = target.nodes[0]!.url;
     const { client } = await connectMcp(target);
     const opened = await ok(client, "open");
@@ -208,6 +208,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     expect(opened.share).toContain(`${opened.join_url.replace(/\/join\/.*$/, "")}/mcp`);
     const recipe = await (await fetch(`${base}/v1/api`)).text();
     expect(recipe).toContain(`claude mcp add --transport http duet ${base}/mcp`);
+    expect(await (await fetch(`${base}/`)).text()).toContain(`claude mcp add --transport http duet ${base}/mcp`);
     const openapi = (await (await fetch(`${base}/v1/openapi.json`)).json()) as { info: { description: string } };
     expect(openapi.info.description).toContain("/mcp");
   });
