@@ -110,6 +110,12 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     expect(after).toMatchObject({ ok: false, body: { error: "not_found", remedy: expect.stringContaining("open a new room") } });
     expect(new Set(hits).size).toBe(3);
     await client.close();
+    // Tokens, codes and texts travel in tool arguments: none of them reaches a log or /metrics.
+    const metrics = (await Promise.all(target.nodes.map(async (node) => (await fetch(`${node.url}/metrics`)).text()))).join("");
+    for (const secret of [opened.token, joined.token, opened.code, "hello from seat a"]) {
+      expect(target.logs()).not.toContain(secret);
+      expect(metrics).not.toContain(secret);
+    }
   });
 
   it("mailbox_full, a missing token and the caller's own token in a text come back as tool errors from the catalogue", async () => {
