@@ -186,6 +186,8 @@ export function mcpRoutes(deps: McpDeps): Router {
       enableDnsRebindingProtection: true,
       allowedHosts: allowedHosts(req, deps.bindHost, deps.publicUrl),
     });
+    // Progress notifications stream as SSE: ask nginx (and ingress-nginx) not to buffer them.
+    res.setHeader("X-Accel-Buffering", "no");
     // The client went away (or cancelled by closing the request): closing the server aborts
     // every handler of this POST, so a waiting recv stops waiting and frees its slot.
     res.once("close", () => {

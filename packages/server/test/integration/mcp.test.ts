@@ -185,6 +185,9 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", "user-agent": "curl/8.5.0" };
     const listed = await fetch(url, { method: "POST", headers, body: JSON.stringify(list) });
     expect(listed.status).toBe(200);
+    // An SSE answer that proxies must not buffer (progress notifications stream).
+    expect(listed.headers.get("content-type")).toContain("text/event-stream");
+    expect(listed.headers.get("x-accel-buffering")).toBe("no");
     expect(await listed.text()).toContain('"name":"recv"');
 
     const { request } = await import("node:http");
