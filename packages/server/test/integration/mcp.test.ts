@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ENDPOINTS, MAX_PENDING_MESSAGES, OPERATION_IDS } from "@duet/protocol";
+import { E2eSession, newRoomKey } from "@duet/client";
+import { ENDPOINTS, MAX_PENDING_MESSAGES, MAX_TEXT_BYTES, OPERATION_IDS } from "@duet/protocol";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 const run = promisify(execFile);
@@ -134,6 +135,33 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     expect(JSON.stringify(leak)).not.toContain(opened.token);
     const badWait = await call(client, "recv", { code: opened.code, token: opened.token, wait: 99_999 });
     expect(badWait).toMatchObject({ ok: false, body: { error: "bad_request", message: expect.stringContaining("wait") } });
+    await client.close();
+  });
+
+  it("an end-to-end encrypted room: the tools refuse plain text and pass envelopes through unchanged, both ways with the SDK", async () => {
+    const { client } = await connectMcp(target);
+    const opened = await ok(client, "open", { e2e: true });
+    expect(opened.e2e).toBe(true);
+    const joined = await ok(client, "join", { code: opened.code });
+    expect(joined.e2e_note).toContain("end-to-end encrypted");
+    const plain = await call(client, "send", { code: opened.code, token: opened.token, text: "plain text" });
+    expect(plain).toMatchObject({ ok: false, body: { error: "e2e_required" } });
+
+    // The key never reaches the relay: the opener's and the joiner's sessions share it here.
+    const key = newRoomKey();
+    const envelope = E2eSession.start(opened.code, "a", key).seal("secret over MCP");
+    const sent = await ok(client, "send", { code: opened.code, token: opened.token, text: envelope });
+    const got = await ok(client, "recv", { code: opened.code, token: joined.token, wait: 0 });
+    expect(got.messages).toEqual([{ id: sent.id, from: "a", text: envelope }]);
+    expect(E2eSession.start(opened.code, "b", key).open(sent.id, got.messages[0].text)).toMatchObject({ ok: true, text: "secret over MCP" });
+    await client.close();
+  });
+
+  it("a text over the size limit is too_large", async () => {
+    const { client } = await connectMcp(target);
+    const opened = await ok(client, "open");
+    const big = await call(client, "send", { code: opened.code, token: opened.token, text: "x".repeat(MAX_TEXT_BYTES + 1) });
+    expect(big).toMatchObject({ ok: false, body: { error: "too_large" } });
     await client.close();
   });
 
