@@ -1,13 +1,14 @@
 // POST /mcp: the Model Context Protocol over Streamable HTTP (official SDK, 1.x), stateless.
-// Every POST gets a fresh SDK Server and transport (no MCP session lives in a node's memory),
+// Every POST gets a fresh SDK McpServer and transport (no MCP session lives in a node's memory),
 // so any node answers any request behind a round-robin balancer, exactly like the REST API.
 // The tools are generated from the endpoint table and call the same operations as the REST
 // routes (operations.ts): same semantics, limits and error catalogue.
 //
-// The low-level Server (what McpServer wraps) is used on purpose: tool arguments are then
-// validated by the very zod schemas and messages of the REST API (bad_request from the
-// catalogue) instead of the SDK's own validation errors.
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+// The tools/list and tools/call handlers are set on the McpServer's underlying server rather
+// than through registerTool, on purpose: tool arguments are then validated by the very zod
+// schemas and messages of the REST API (bad_request from the catalogue) instead of the
+// SDK's own validation errors, and the JSON Schemas are the ones the OpenAPI document shows.
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ErrorCode as RpcErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { Router, type Request, type RequestHandler } from "express";
@@ -160,8 +161,9 @@ export function mcpRoutes(deps: McpDeps): Router {
   }
 
   /** A fresh SDK server for one POST: it holds nothing beyond this request. */
-  function serverFor(req: Request): Server {
-    const server = new Server({ name: "duet", title: "duet relay", version: API_VERSION }, { capabilities: { tools: {} }, instructions: MCP_INSTRUCTIONS });
+  function serverFor(req: Request): McpServer {
+    const mcp = new McpServer({ name: "duet", title: "duet relay", version: API_VERSION }, { capabilities: { tools: {} }, instructions: MCP_INSTRUCTIONS });
+    const server = mcp.server;
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: MCP_TOOLS.map((entry) => entry.tool) }));
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       const progressToken = request.params._meta?.progressToken;
@@ -174,7 +176,7 @@ export function mcpRoutes(deps: McpDeps): Router {
                 .catch(() => undefined);
       return callTool(request.params.name, request.params.arguments ?? {}, req, extra.signal, onWaiting);
     });
-    return server;
+    return mcp;
   }
 
   const roomLimitForTools: RequestHandler = (req, res, next) => (createsRooms(req.body) ? deps.roomLimiter(req, res, next) : next());
