@@ -176,7 +176,8 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
       (error: Error) => error,
     );
     await progressed;
-    expect(await waitingRecvs(target)).toBe(1);
+    // Progress goes out as the wait starts; the wait registers a moment later.
+    await until(async () => (await waitingRecvs(target)) === 1, "the recv is waiting");
     // The client cancels the call and drops its connection.
     abort.abort();
     expect(await waiting).toBeInstanceOf(Error);
