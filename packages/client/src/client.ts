@@ -2,22 +2,27 @@
 // want: waitForPeer, receiveLoop, and a send that retries safely with an idempotency key.
 import { randomUUID } from "node:crypto";
 import {
-  AckResponse,
-  CloseResponse,
+  ENDPOINTS,
   ERRORS,
-  JoinResponse,
   MAX_PENDING_MESSAGES,
   MAX_TEXT_BYTES,
   MAX_WAIT_MS,
-  OpenResponse,
-  RecvResponse,
   RoomEnding,
-  SendResponse,
-  StatsResponse,
-  StatusResponse,
   USER_AGENT,
   normalizeRoomCode,
+  type AckResponse,
+  type CloseResponse,
+  type EndpointInput,
+  type EndpointResponse,
+  type EndpointSpec,
+  type JoinResponse,
   type Message,
+  type OpenResponse,
+  type OperationId,
+  type RecvResponse,
+  type SendResponse,
+  type StatsResponse,
+  type StatusResponse,
 } from "@duet/protocol";
 import type { z } from "zod";
 import { E2eSession, joinUrlWithKey, newRoomKey, roomKeyInText, type E2eRejectReason } from "./e2e.js";
@@ -152,7 +157,7 @@ export class DuetClient {
   async open(options: CallOptions & { e2e?: boolean } = {}): Promise<OpenedRoom> {
     // A network failure is not retried: the room may exist already, and a second open would orphan one.
     const opened = await this.retrying("open", "refusals", options, (timeoutMs) =>
-      this.request("POST", "/v1/open", OpenResponse, { body: options.e2e ? { e2e: true } : {}, signal: options.signal, timeoutMs }),
+      this.call("open", options.e2e ? { e2e: true } : {}, { signal: options.signal, timeoutMs }),
     );
     if (!options.e2e) return opened;
     if (opened.e2e !== true) throw new DuetError("invalid_response", "The relay did not open an end-to-end encrypted room (it may predate them).");
@@ -171,7 +176,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const room = key === undefined ? code : (extractRoomCode(code)?.code ?? code);
     // Not retried after a network failure either: if the first join landed, a retry answers 409 full.
     const joined = await this.retrying("join", "refusals", options, (timeoutMs) =>
-      this.request("POST", "/v1/join", JoinResponse, { body: { code: canonicalCode(room) }, signal: options.signal, timeoutMs }),
+      this.call("join", { code: canonicalCode(room) }, { signal: options.signal, timeoutMs }),
     );
     if (joined.e2e && key !== undefined) return { ...joined, e2e_session: E2eSession.start(joined.code, joined.seat, key) };
     return joined;
@@ -200,7 +205,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
       "send",
       "refusals-and-network",
       { timeoutMs: DEFAULT_SEND_TIMEOUT_MS, ...options },
-      (timeoutMs) => this.request("POST", "/v1/send", SendResponse, { body, token: seat.token, signal: options.signal, timeoutMs }),
+      (timeoutMs) => this.call("send", body, { token: seat.token, signal: options.signal, timeoutMs }),
       (deadline, refusal) => this.waitForMailboxSpace(seat, deadline, refusal, mailbox, options),
     );
   }
@@ -222,8 +227,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const waitMs = options.waitMs ?? MAX_WAIT_MS;
     const query = { code: canonicalCode(seat.code), wait: String(waitMs) };
     return this.retrying("recv", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
-      this.request("GET", "/v1/recv", RecvResponse, {
-        query,
+      this.call("recv", query, {
         token: seat.token,
         signal: options.signal,
         timeoutMs: Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS),
@@ -235,7 +239,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   ack(seat: SeatCredentials, ids: string[], options: CallOptions = {}): Promise<AckResponse> {
     const body = { code: canonicalCode(seat.code), ids };
     return this.retrying("ack", "refusals-and-network", options, (timeoutMs) =>
-      this.request("POST", "/v1/ack", AckResponse, { body, token: seat.token, signal: options.signal, timeoutMs }),
+      this.call("ack", body, { token: seat.token, signal: options.signal, timeoutMs }),
     );
   }
 
@@ -246,11 +250,10 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
    */
   status(seat: SeatCredentials, options: StatusOptions = {}): Promise<StatusResponse> {
     const waitMs = options.waitMs ?? 0;
-    const query: Record<string, string> = { code: canonicalCode(seat.code) };
+    const query: EndpointInput<"status"> = { code: canonicalCode(seat.code) };
     if (waitMs > 0) query.wait = String(waitMs);
     return this.retrying("status", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
-      this.request("GET", "/v1/status", StatusResponse, {
-        query,
+      this.call("status", query, {
         token: seat.token,
         signal: options.signal,
         timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
@@ -266,7 +269,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const body = { code: canonicalCode(seat.code), force: options.force ?? false };
     return this.retrying("close", "refusals-and-network", options, async (timeoutMs, attempt) => {
       try {
-        return await this.request("POST", "/v1/close", CloseResponse, { body, token: seat.token, signal: options.signal, timeoutMs });
+        return await this.call("close", body, { token: seat.token, signal: options.signal, timeoutMs });
       } catch (error) {
         if (attempt > 0 && error instanceof DuetError && error.code === "not_found") return { ok: true as const };
         throw error;
@@ -277,7 +280,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   /** The public tally: totals only, no bodies or tokens. */
   stats(options: CallOptions = {}): Promise<StatsResponse> {
     return this.retrying("stats", "refusals-and-network", options, (timeoutMs) =>
-      this.request("GET", "/v1/stats", StatsResponse, { signal: options.signal, timeoutMs }),
+      this.call("stats", undefined, { signal: options.signal, timeoutMs }),
     );
   }
 
@@ -437,6 +440,17 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
       pending = await pendingNow();
     }
     watch.pendingAtLastRetry = pending;
+  }
+
+  /** One operation of the endpoint table: its method, path, input placement and answer schema come from there. */
+  private call<K extends OperationId>(
+    operation: K,
+    input: EndpointInput<K>,
+    options: { token?: string; signal?: AbortSignal; timeoutMs: number },
+  ): Promise<EndpointResponse<K>> {
+    const spec: EndpointSpec = ENDPOINTS[operation];
+    const placed = spec.input?.in === "query" ? { query: input as Record<string, string> } : spec.input ? { body: input } : {};
+    return this.request(spec.method, spec.path, spec.response, { ...placed, ...options }) as Promise<EndpointResponse<K>>;
   }
 
   private async request<S extends z.ZodType>(

@@ -6,3 +6,4 @@ export * from "./room-code.js";
 export * from "./schemas.js";
 export { buildOpenApiDocument } from "./openapi.js";
 export * from "./room-ending.js";
+export * from "./endpoints.js";

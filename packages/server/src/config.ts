@@ -56,7 +56,7 @@ export const ConfigSchema = z
   .object({
     PORT: integer(8080, 0, 65535).describe("TCP port to listen on; `0` picks a free one."),
     HOST: optionalText.transform((v) => v ?? "127.0.0.1").describe("Address to listen on. Containers must set `0.0.0.0` (the image does)."),
-    PUBLIC_URL: optionalText.pipe(z.url({ protocol: /^https?$/ }).optional()).transform((v) => v?.replace(/\/+$/, "")).describe("Public base URL, e.g. `https://duet.example.com`, for `join_url`, the share block and the recipe. Unset: taken from each request. Set it behind a load balancer."),
+    PUBLIC_URL: optionalText.pipe(z.url({ protocol: /^https?$/ }).optional()).transform((v) => v?.replace(/\/+$/, "")).describe("Public base URL, e.g. `https://duet.example.com`, for `join_url`, the share block and the recipe, and the one `Host` that `/mcp` accepts besides loopback names (DNS-rebinding protection). Unset: taken from each request. Set it behind a load balancer."),
     TRUST_PROXY: trustProxy.describe("Proxies in front whose `X-Forwarded-For`/`-Proto` are honoured: their number (`1` behind one nginx or ingress-nginx) or their addresses/subnets, comma-separated (`10.0.0.0/8,127.0.0.1`). `true` is refused: it would let any client choose the IP its rate limit counts."),
     REDIS_URL: optionalText.pipe(z.url({ protocol: /^rediss?$/ }).optional()).describe("`redis://[:password@]host:6379[/db]` or `rediss://` (TLS). Unset, with `REDIS_CLUSTER_NODES` unset too: rooms live in process memory (one node only, lost on restart)."),
     REDIS_CLUSTER_NODES: clusterNodes.describe("Redis Cluster seed nodes, `host:port,host:port`, instead of `REDIS_URL` (never both)."),
