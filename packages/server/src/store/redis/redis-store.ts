@@ -23,7 +23,7 @@ import type {
 } from "../room-store.js";
 import type { RedisClient } from "./connection.js";
 import { RedisKeys } from "./keys.js";
-import { defineScripts } from "./scripts.js";
+import { defineScripts, scriptSource, type ScriptName } from "./scripts.js";
 
 // Status codes the scripts return, turned into the catalogue's errors in one place.
 const SCRIPT_FAILURES: Record<number, () => ApiError> = {
@@ -53,6 +53,29 @@ export function storeFailure(error: unknown): unknown {
 
 const seatOf = (value: unknown): Seat => (value === "b" ? "b" : "a");
 
+type Arg = string | number;
+
+/** Acknowledged means replicated: state changes answer success once WAIT confirms `replicas`. */
+export interface WriteAck {
+  /** The connection the [script, WAIT] pipelines go on (WAIT counts its own connection's writes). */
+  client: RedisClient;
+  replicas: number;
+  timeoutMs: number;
+}
+
+/** A state change that reached the master but not enough replicas: its outcome is unknown. */
+function notReplicated(confirmed: number, wanted: number): ApiError {
+  const error = apiError(
+    "unavailable",
+    `The change reached ${confirmed} of the ${wanted} Redis replica(s) it must reach in time; retry (a send with the same idempotency_key is stored once).`,
+  );
+  error.retryAfterSeconds = 1;
+  return error;
+}
+
+/** Script replies that refuse the change (nothing to replicate: answer the refusal). */
+const refusedStatus = (reply: unknown) => (Array.isArray(reply) ? Number(reply[0]) : Number(reply)) < 0;
+
 export interface RedisStoreOptions {
   client: RedisClient;
   /** The wake-up bus's connection, closed with the store. */
@@ -66,6 +89,10 @@ export interface RedisStoreOptions {
    * until the pipeline before it settles, so alone it allows twice its value.
    */
   operationTimeoutMs?: number;
+  /** Off when absent (or replicas 0): a change answers once the master has it. */
+  writeAck?: WriteAck;
+  /** Called once on close (stops the subscriber's heartbeat). */
+  onClose?: () => void;
 }
 
 export class RedisRoomStore implements RoomStore {
@@ -77,8 +104,12 @@ export class RedisRoomStore implements RoomStore {
   private readonly idleMs: number;
   private readonly maxMs: number;
   private readonly operationTimeoutMs: number;
+  private readonly writeAck?: WriteAck;
+  private readonly onClose?: () => void;
 
   constructor(options: RedisStoreOptions) {
+    this.writeAck = options.writeAck && options.writeAck.replicas > 0 ? options.writeAck : undefined;
+    this.onClose = options.onClose;
     this.operationTimeoutMs = options.operationTimeoutMs ?? 1500;
     this.client = options.client;
     this.subscriber = options.subscriber;
@@ -107,13 +138,48 @@ export class RedisRoomStore implements RoomStore {
     }
   }
 
+  /**
+   * Runs a state-changing script. With write-ack on, the script and `WAIT replicas timeout`
+   * go as ONE pipeline on one connection: WAIT waits for the replication offset of its own
+   * connection's last write, so it must follow the script on the same connection, and must
+   * never be sent again alone (on a new connection it would answer at once and confirm a
+   * write that may be gone; autoResendUnfulfilledCommands is off for that reason too).
+   * On a cluster the pipeline routes by the script's first key, so WAIT (keyless) goes to
+   * the master that ran the script. The script goes as EVALSHA, and as EVAL in a second
+   * pipeline only if the first answered NOSCRIPT (then it did not run: a promoted replica
+   * starts with an empty script cache).
+   */
+  private async change<T>(name: ScriptName, args: Arg[]): Promise<T> {
+    const ack = this.writeAck;
+    if (!ack) return (this.client[name] as (...a: Arg[]) => Promise<T>).apply(this.client, args);
+    const script = scriptSource(name);
+    const attempt = async (how: "evalsha" | "eval") => {
+      const pipeline = ack.client.pipeline();
+      if (how === "evalsha") pipeline.evalsha(script.sha, script.numberOfKeys, ...args);
+      else pipeline.eval(script.lua, script.numberOfKeys, ...args);
+      pipeline.wait(ack.replicas, ack.timeoutMs);
+      const results = await pipeline.exec();
+      if (!results || results.length !== 2) throw new Error("write-ack pipeline answered nothing");
+      return results;
+    };
+    let results = await attempt("evalsha");
+    if (results[0]![0] && /^NOSCRIPT\b/.test(results[0]![0].message)) results = await attempt("eval");
+    const [[scriptError, reply], [waitError, confirmed]] = results as [[Error | null, unknown], [Error | null, unknown]];
+    if (scriptError) throw scriptError;
+    // A refusal stored nothing that matters: answer it whatever WAIT says.
+    if (refusedStatus(reply)) return reply as T;
+    if (waitError) throw waitError;
+    if (Number(confirmed) < ack.replicas) throw notReplicated(Number(confirmed), ack.replicas);
+    return reply as T;
+  }
+
   openRoom(): Promise<SeatGrant> {
     return this.run(async () => {
       // 60-bit codes collide about never; the script still refuses a code in use.
       for (;;) {
         const code = mintRoomCode();
         const token = mintSeatToken();
-        const expiresInMs = await this.client.duetOpen(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs);
+        const expiresInMs = await this.change<number>("duetOpen", [...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs]);
         if (expiresInMs >= 0) return { code, seat: "a", token, expiresInMs };
       }
     });
@@ -122,7 +188,7 @@ export class RedisRoomStore implements RoomStore {
   joinRoom(code: string): Promise<SeatGrant> {
     return this.run(async () => {
       const token = mintSeatToken();
-      const status = await this.client.duetJoin(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs);
+      const status = await this.change<number>("duetJoin", [...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs]);
       if (status < 0) throw failureOf(status, () => apiError("full"));
       return { code, seat: "b", token, expiresInMs: status };
     });
@@ -130,7 +196,7 @@ export class RedisRoomStore implements RoomStore {
 
   sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }> {
     return this.run(async () => {
-      const [status, id] = await this.client.duetSend(
+      const [status, id] = await this.change<[number, string?, number?]>("duetSend", [
         ...this.keys.room(input.code),
         this.keys.tallyFor(input.code),
         input.tokenHash,
@@ -141,7 +207,7 @@ export class RedisRoomStore implements RoomStore {
         MAX_PENDING_MESSAGES,
         MAX_PENDING_BYTES,
         this.keys.wakeChannel(input.code),
-      );
+      ]);
       if (status < 0) throw failureOf(status, () => apiError("idempotency_conflict"));
       return { id: id!, replayed: status === 1 };
     });
@@ -161,7 +227,7 @@ export class RedisRoomStore implements RoomStore {
 
   ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }> {
     return this.run(async () => {
-      const status = await this.client.duetAck(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, ...ids);
+      const status = await this.change<number>("duetAck", [...this.keys.room(seat.code), seat.tokenHash, this.idleMs, ...ids]);
       if (status < 0) throw failureOf(status, () => apiError("internal"));
       return { acked: status };
     });
@@ -186,7 +252,14 @@ export class RedisRoomStore implements RoomStore {
 
   closeRoom(seat: SeatCredentials, force: boolean): Promise<void> {
     return this.run(async () => {
-      const status = await this.client.duetClose(...this.keys.room(seat.code), this.keys.tallyFor(seat.code), seat.tokenHash, this.idleMs, force ? "1" : "0", this.keys.wakeChannel(seat.code));
+      const status = await this.change<number>("duetClose", [
+        ...this.keys.room(seat.code),
+        this.keys.tallyFor(seat.code),
+        seat.tokenHash,
+        this.idleMs,
+        force ? "1" : "0",
+        this.keys.wakeChannel(seat.code),
+      ]);
       if (status < 0) throw failureOf(status, () => apiError("unread"));
     });
   }
@@ -223,7 +296,10 @@ export class RedisRoomStore implements RoomStore {
   }
 
   async close(): Promise<void> {
-    const connections = this.subscriber ? [this.client, this.subscriber] : [this.client];
-    await Promise.all(connections.map((connection) => connection.quit().catch(() => connection.disconnect())));
+    this.onClose?.();
+    const connections = [this.client, this.subscriber, this.writeAck?.client].filter((c): c is RedisClient => c !== undefined);
+    // disconnect() after quit(): with Sentinel only disconnect() closes the failover
+    // detector's connections to the sentinels.
+    await Promise.all(connections.map((connection) => connection.quit().catch(() => undefined).finally(() => connection.disconnect())));
   }
 }
