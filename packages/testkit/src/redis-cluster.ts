@@ -23,15 +23,16 @@ export interface ClusterNodeView {
   id: string;
   masterId?: string;
   failing: boolean;
-  slots: number;
+  /** Slot ranges it serves, inclusive. */
+  slots: [number, number][];
 }
 
 export interface SpawnedCluster {
   nodes: SpawnedRedis[];
   /** host:port,host:port,... as REDIS_CLUSTER_NODES wants it. */
   seeds: string;
-  /** CLUSTER NODES as one live node sees it. */
-  view(): Promise<ClusterNodeView[]>;
+  /** CLUSTER NODES as one live node sees it (asking none of `excluding`, e.g. a stopped one). */
+  view(excluding?: number[]): Promise<ClusterNodeView[]>;
   /** Waits until every live node reports cluster_state:ok and each master serving slots has `replicas` healthy replicas. */
   waitHealthy(replicas: number, timeoutMs?: number): Promise<void>;
   /** Restarts a killed node on its port with its nodes.conf (it rejoins, as a replica if it was replaced). */
@@ -72,8 +73,8 @@ export async function spawnCluster(masters = 3, options: ClusterOptions = {}): P
   const live = () => nodes.filter((node) => node.process.exitCode === null && node.process.signalCode === null);
   const stop = async () => void (await Promise.all(nodes.map((node) => node.stop("SIGKILL"))));
 
-  const view = async (): Promise<ClusterNodeView[]> => {
-    for (const node of live()) {
+  const view = async (excluding: number[] = []): Promise<ClusterNodeView[]> => {
+    for (const node of live().filter((n) => !excluding.includes(n.port))) {
       const text = await ask(node.port, (c) => c.cluster("NODES") as Promise<string>);
       if (!text) continue;
       return text
@@ -88,7 +89,12 @@ export async function spawnCluster(masters = 3, options: ClusterOptions = {}): P
             id: isMaster ? id! : masterId!,
             masterId: isMaster ? undefined : masterId,
             failing: /fail|noaddr|handshake/.test(flags!),
-            slots: slots.length,
+            slots: slots
+              .filter((slot) => /^\d+(-\d+)?$/.test(slot))
+              .map((slot) => {
+                const [from, to] = slot.split("-").map(Number);
+                return [from!, to ?? from!] as [number, number];
+              }),
           } satisfies ClusterNodeView;
         });
     }
@@ -101,7 +107,7 @@ export async function spawnCluster(masters = 3, options: ClusterOptions = {}): P
       const ok = states.every((state) => state !== undefined && /cluster_state:ok/.test(state));
       if (ok) {
         const nodesNow = await view().catch(() => []);
-        const servingMasters = nodesNow.filter((n) => n.role === "master" && n.slots > 0 && !n.failing);
+        const servingMasters = nodesNow.filter((n) => n.role === "master" && n.slots.length > 0 && !n.failing);
         const healthy = servingMasters.every((m) => nodesNow.filter((r) => r.role === "replica" && r.masterId === m.id && !r.failing).length >= wantReplicas);
         // Replicas must also have their link to the master up (a WAIT 1 counts only those).
         const links = await Promise.all(

@@ -2,7 +2,7 @@
 // Concurrent clients record every call as ok (the server answered 2xx), fail (a definite
 // refusal: 4xx, nothing happened) or unknown (503, timeout, reset, node gone: it may or may
 // not have happened). The checker then verifies, from the client's view alone:
-//   - every send that returned an id is received (by id) before it is acked, or its room ended;
+//   - every send that returned an id is received (by id, with its text) before it is acked, or its room ended;
 //   - no id is delivered again after its ack completed;
 //   - all sends with one idempotency key resolve to one id, and one text is stored once;
 //   - order within a direction holds;
@@ -131,6 +131,9 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   // ---- recvs: phantom, duplicates, order ---------------------------------------------
   const idsByText = new Map<string, Set<string>>();
   const received = new Set<string>();
+  // By id AND text: after a failover loses a write, its id can be minted again for another
+  // message, and that one's delivery must not count as the lost one's.
+  const receivedTexts = new Set<string>();
   for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
     let lastSeq = -1;
     const seen = new Set<string>();
@@ -139,6 +142,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
       if (seen.has(message.id)) violate(`recv returned id ${message.id} twice in one answer`);
       seen.add(message.id);
       received.add(`${op.room}|${message.id}`);
+      receivedTexts.add(`${op.room}|${message.id}|${message.text}`);
       const parsed = parseText(message.text);
       const attempts = attemptedTexts.get(`${op.room}|${message.from}|${message.text}`);
       if (!parsed || parsed.room !== op.room || parsed.seat !== message.from || !attempts) {
@@ -187,7 +191,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   // ---- loss ----------------------------------------------------------------------------
   let lost = 0;
   for (const [key, sent] of okSendIds) {
-    if (received.has(key) || options.endedRooms?.has(sent.room)) continue;
+    if (receivedTexts.has(`${key}|${sent.text}`) || options.endedRooms?.has(sent.room)) continue;
     lost++;
     violate(`acknowledged send ${key} (${sent.text.slice(0, 60)}) never received`);
   }

@@ -68,7 +68,7 @@ export async function startTarget(kind: TargetKind, env: Record<string, string> 
   };
 }
 
-async function waitUntilReady(url: string): Promise<void> {
+export async function waitUntilReady(url: string): Promise<void> {
   for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 25))) {
     const response = await fetch(`${url}/readyz`).catch(() => undefined);
     if (response?.status === 200) return;

@@ -1,6 +1,6 @@
 // The Redis store: rooms as hashes with TTLs, pending messages in lists, one Lua script per
 // atomic operation. The scripts are the truth; pub/sub only wakes waiting recvs.
-import { ReplyError } from "ioredis";
+import { Cluster, ReplyError } from "ioredis";
 import {
   MAX_PENDING_BYTES,
   MAX_PENDING_MESSAGES,
@@ -40,7 +40,8 @@ function failureOf(status: number, conflict: () => ApiError): Error {
 
 // Replies that mean "Redis cannot serve right now", as opposed to a bug in a script.
 // OOM: with maxmemory-policy noeviction a full Redis refuses writes until rooms expire.
-const TRANSIENT_REPLY = /^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|BUSY|NOREPLICAS|MOVED|ASK|OOM)\b/;
+// UNBLOCKED: a master demoted while a WAIT was blocked on it (a failover under write-ack).
+const TRANSIENT_REPLY = /^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|BUSY|NOREPLICAS|MOVED|ASK|OOM|UNBLOCKED)\b/;
 
 /** Connection loss, timeouts and transient replies become 503; script bugs stay 500. */
 export function storeFailure(error: unknown): unknown {
@@ -165,7 +166,16 @@ export class RedisRoomStore implements RoomStore {
     let results = await attempt("evalsha");
     if (results[0]![0] && /^NOSCRIPT\b/.test(results[0]![0].message)) results = await attempt("eval");
     const [[scriptError, reply], [waitError, confirmed]] = results as [[Error | null, unknown], [Error | null, unknown]];
-    if (scriptError) throw scriptError;
+    if (scriptError) {
+      // ioredis updates a cluster's slot map on a single command's MOVED, not on a
+      // pipeline's that it does not retry (WAIT is not read-only): refresh it here, or every
+      // later pipeline would go to the demoted master and answer 503 for ever. The script did
+      // not run; the client's retry reaches the new master.
+      if (ack.client instanceof Cluster && (!(scriptError instanceof ReplyError) || /^(MOVED|ASK|CLUSTERDOWN)\b/.test(scriptError.message))) {
+        ack.client.refreshSlotsCache();
+      }
+      throw scriptError;
+    }
     // A refusal stored nothing that matters: answer it whatever WAIT says.
     if (refusedStatus(reply)) return reply as T;
     if (waitError) throw waitError;
@@ -215,7 +225,13 @@ export class RedisRoomStore implements RoomStore {
 
   readInbox(seat: SeatCredentials, touch: boolean): Promise<InboxSnapshot> {
     return this.run(async () => {
-      const reply = await this.client.duetRecv(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, touch ? "1" : "0");
+      const args = [...this.keys.room(seat.code), seat.tokenHash, this.idleMs];
+      let reply = await this.client.duetRecv(...args, touch ? "1" : "0");
+      // With write-ack, a recv hands out only messages the replicas have: a send that
+      // answered 503 may still be on the master, and one that a failover then loses must
+      // never have been seen (its id would be minted again for another message). The
+      // re-read writes (touch), so the WAIT behind it covers every write it observed.
+      if (this.writeAck && typeof reply[0] !== "number" && reply.length > 2) reply = await this.change<(string | number)[]>("duetRecv", [...args, "1"]);
       if (typeof reply[0] === "number") throw failureOf(reply[0], () => apiError("internal"));
       const mine = seatOf(reply[0]);
       const from: Seat = mine === "a" ? "b" : "a";
