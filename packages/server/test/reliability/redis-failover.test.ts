@@ -164,7 +164,7 @@ async function runArm(name: string, writeAck: number, env: Record<string, string
     const failovers: Failover[] = [];
     try {
       for (let round = 0; round < FAILOVERS; round++) {
-        await sleep(1000 + Math.random() * 1000);
+        await sleep(800 + Math.random() * 700);
         failovers.push(await inject(round, history, slotOf));
       }
       await sleep(1000);
