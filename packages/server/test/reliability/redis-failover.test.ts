@@ -189,6 +189,7 @@ async function runArm(name: string, writeAck: number, env: Record<string, string
       lost: result.lost,
       duplicates: result.duplicates,
       acksUndone: result.redeliveredAfterAck,
+      idsReused: result.idsReused,
       hungPastWaitPlus2s: result.hung,
       hungExamples: result.hungExamples,
       status503: statuses.filter((s) => s === 503).length,
@@ -233,6 +234,7 @@ function expectArm({ arm, trafficOutlastedFaults }: Awaited<ReturnType<typeof ru
     expect(arm.lost).toBe(0);
     expect(arm.acksUndone).toBe(0);
     expect(arm.duplicates).toBe(0);
+    expect(arm.idsReused).toBe(0);
   }
 }
 

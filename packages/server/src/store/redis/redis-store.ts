@@ -148,7 +148,9 @@ export class RedisRoomStore implements RoomStore {
    * On a cluster the pipeline routes by the script's first key, so WAIT (keyless) goes to
    * the master that ran the script. The script goes as EVALSHA, and as EVAL in a second
    * pipeline only if the first answered NOSCRIPT (then it did not run: a promoted replica
-   * starts with an empty script cache).
+   * starts with an empty script cache). Not through defineCommand here: its NOSCRIPT
+   * fallback re-sends the script on its own, after the pipeline's WAIT has already
+   * answered, so that WAIT would confirm nothing.
    */
   private async change<T>(name: ScriptName, args: Arg[]): Promise<T> {
     const ack = this.writeAck;
