@@ -5,8 +5,9 @@
 // the same idempotency key, and every call is recorded for the history checker. Faults
 // rotate between SIGKILL of the master, SIGSTOP of the master, DEBUG SLEEP (a hung master)
 // and SENTINEL FAILOVER; on the cluster, CLUSTER FAILOVER FORCE on a replica, SIGKILL and
-// SIGSTOP of a master. Each topology runs two arms: REDIS_WRITE_ACK_REPLICAS=0 (an
-// acknowledged send may be lost: measured, not asserted) and =1 (asserted: none lost).
+// SIGSTOP of a master. Arms: REDIS_WRITE_ACK_REPLICAS=0 (an acknowledged change may be
+// lost: measured, not asserted) and write-ack on every replica (Sentinel 2, Cluster 1:
+// asserted, nothing lost); the soak adds Sentinel with write-ack 1 of its 2 replicas.
 //
 // Default: 2 failovers per arm. DUET_SOAK=1 (or DUET_FAILOVERS=n): 12 per arm, and the
 // figures are written to test/reliability/results/redis-failover.json.
@@ -218,7 +219,13 @@ async function runArm(name: string, writeAck: number, env: Record<string, string
   }
 }
 
-function expectArm({ arm, trafficOutlastedFaults }: Awaited<ReturnType<typeof runArm>>, writeAck: number) {
+/**
+ * @param strict the arm's write-ack covers every replica that can be promoted: nothing
+ * acknowledged may be lost. (With fewer, the promotion may pick a replica that lacks an
+ * acknowledged change: Sentinel chooses by replication offsets it polls about once a
+ * second during a failover. That arm is measured, not asserted.)
+ */
+function expectArm({ arm, trafficOutlastedFaults }: Awaited<ReturnType<typeof runArm>>, strict: boolean) {
   // Every failover happened under traffic, was seen by clients, and was recovered from.
   expect(trafficOutlastedFaults).toBe(true);
   expect(arm.failovers).toBe(FAILOVERS);
@@ -228,7 +235,7 @@ function expectArm({ arm, trafficOutlastedFaults }: Awaited<ReturnType<typeof ru
   expect(arm.hungExamples).toEqual([]);
   expect(arm.hungPastWaitPlus2s).toBe(0);
   expect(arm.status5xxOther).toBe(0);
-  if (writeAck > 0) {
+  if (strict) {
     // The promise write-ack makes, for one node failing at a time.
     expect(arm.violationExamples).toEqual([]);
     expect(arm.lost).toBe(0);
@@ -249,13 +256,15 @@ describe("Redis failover under traffic: Sentinel", () => {
     await topology?.stop();
   });
 
-  it.each([0, 1])(
+  // Two replicas: write-ack 2 is the strict setting (asserted), 1 is measured (the soak
+  // runs it; see expectArm).
+  it.each(SOAK ? [0, 1, 2] : [0, 2])(
     `REDIS_WRITE_ACK_REPLICAS=%i across ${FAILOVERS} failovers`,
     async (writeAck) => {
       const outcome = await runArm(`sentinel-ack${writeAck}`, writeAck, { REDIS_SENTINELS: topology.sentinels, REDIS_SENTINEL_NAME: topology.name }, (round, history) =>
         sentinelFault(topology, SENTINEL_FAULTS[round % SENTINEL_FAULTS.length]!, history),
       );
-      expectArm(outcome, writeAck);
+      expectArm(outcome, writeAck === 2);
     },
     ARM_TIMEOUT,
   );
@@ -270,6 +279,7 @@ describe("Redis failover under traffic: Cluster", () => {
     await cluster?.stop();
   });
 
+  // One replica per master: write-ack 1 is the strict setting.
   it.each([0, 1])(
     `REDIS_WRITE_ACK_REPLICAS=%i across ${FAILOVERS} failovers`,
     async (writeAck) => {
@@ -287,7 +297,7 @@ describe("Redis failover under traffic: Cluster", () => {
         (round, history, slotOf) => clusterFault(cluster, CLUSTER_FAULTS[round % CLUSTER_FAULTS.length]!, round, history, slotOf),
         keySlot,
       );
-      expectArm(outcome, writeAck);
+      expectArm(outcome, writeAck === 1);
     },
     ARM_TIMEOUT,
   );

@@ -23,6 +23,11 @@ const baseOptions = (settings: RedisSettings): RedisOptions => ({
   maxRetriesPerRequest: 0,
   retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 1000),
   connectTimeout: 5000,
+  // Dropping a connection (on +switch-master, READONLY, or a missed heartbeat) ends it
+  // politely and waits this long for the server's side to close before destroying it. A
+  // hung master never closes its side, so the default 2 s was 2 s more on every such
+  // failover (measured with DEBUG SLEEP); a live server closes its side in well under 1 ms.
+  disconnectTimeout: 200,
   lazyConnect: false,
   // A master demoted under us (Sentinel failover, a replica promoted by hand) answers
   // writes with READONLY while the connection stays open: reconnect, which asks Sentinel
