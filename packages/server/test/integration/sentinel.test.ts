@@ -3,6 +3,7 @@
 // waiting recvs after one, and with REDIS_WRITE_ACK_REPLICAS answers a change only once a
 // replica has it (else 503, and the retry with the same idempotency key gets the same id).
 import { spawnSentinelTopology, type SpawnedSentinelTopology } from "@duet/testkit";
+import { Redis } from "ioredis";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -98,6 +99,23 @@ describe("write-ack on Sentinel (REDIS_WRITE_ACK_REPLICAS=1)", () => {
     expect((await client.close(room.code, room.a)).status).toBe(200);
     // Refusals are answered as refusals, not 503s.
     expect((await client.send(room.code, room.a, "gone", "k2")).status).toBe(404);
+  });
+
+  it("a master whose script cache was emptied (as on a promoted replica) still takes changes: NOSCRIPT falls back to EVAL", async () => {
+    const { client } = target;
+    const room = await client.pairedRoom();
+    expect((await client.send(room.code, room.a, "first", "k1")).status).toBe(200);
+    const master = await topology.master();
+    const admin = new Redis(master.port, "127.0.0.1", { maxRetriesPerRequest: 0 });
+    try {
+      expect(await admin.script("FLUSH")).toBe("OK");
+    } finally {
+      admin.disconnect();
+    }
+    const sent = await client.send(room.code, room.a, "after SCRIPT FLUSH", "k2");
+    expect(sent.status).toBe(200);
+    const inbox = await client.recv(room.code, room.b, 0);
+    expect(inbox.body.messages.map((m: { text: string }) => m.text)).toEqual(["first", "after SCRIPT FLUSH"]);
   });
 
   it("with every replica stopped a send answers 503 with Retry-After; its retry once they are back answers the same id", async () => {
