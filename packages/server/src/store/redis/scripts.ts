@@ -1,5 +1,6 @@
 // Loads the Lua scripts (one file per atomic operation) and registers them with ioredis,
 // which handles EVALSHA, NOSCRIPT reloads and cluster routing.
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Cluster, Redis, Result } from "ioredis";
@@ -38,6 +39,27 @@ const SCRIPTS = {
   duetClose: { file: "close-8.lua", numberOfKeys: 8 },
   duetEnding: { file: "ending-1.lua", numberOfKeys: 1 },
 } as const;
+
+export type ScriptName = keyof typeof SCRIPTS;
+
+export interface ScriptSource {
+  lua: string;
+  sha: string;
+  numberOfKeys: number;
+}
+
+const sources = new Map<ScriptName, ScriptSource>();
+
+/** A script's source and SHA-1, for callers that send EVALSHA/EVAL themselves (write-ack pipelines). */
+export function scriptSource(name: ScriptName): ScriptSource {
+  let source = sources.get(name);
+  if (!source) {
+    const lua = loadLua(SCRIPTS[name].file);
+    source = { lua, sha: createHash("sha1").update(lua).digest("hex"), numberOfKeys: SCRIPTS[name].numberOfKeys };
+    sources.set(name, source);
+  }
+  return source;
+}
 
 export function defineScripts(redis: Redis | Cluster): void {
   for (const [name, { file, numberOfKeys }] of Object.entries(SCRIPTS)) {
