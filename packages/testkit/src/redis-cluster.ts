@@ -1,5 +1,5 @@
-// A real local Redis Cluster for tests: three masters spawned from redis-server on free
-// ports, joined with redis-cli --cluster create.
+// A real local Redis Cluster for tests: three masters spawned by spawnRedis (each
+// verified on its own port), joined with redis-cli --cluster create.
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { Redis } from "ioredis";

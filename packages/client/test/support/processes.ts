@@ -1,8 +1,8 @@
 // Test helpers that start real processes: the relay (node packages/server/dist/main.js on
 // port 0, in-process store or a Redis), a throwaway redis-server, and the built duet CLI.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync } from "node:fs";
-import { freePort, spawnRedis } from "@duet/testkit";
+import { mkdtempSync, rmSync } from "node:fs";
+import { spawnRedis } from "@duet/testkit";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -53,9 +53,8 @@ export async function startRelay(env: Record<string, string> = {}): Promise<Rela
   return { url, logs: () => output, stop: () => stopProcess(child) };
 }
 
-export { freePort };
-
-/** A redis-server of our own on a free port (never the shared 6379), without persistence. */
+/** A redis-server of our own on its own port (never the shared 6379), without persistence,
+ * verified to be the process answering on its port. */
 export async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
   const redis = await spawnRedis();
   return { url: redis.url, stop: () => redis.stop() };
@@ -119,6 +118,13 @@ export function runCli(args: string[], options: { stateDir: string; url: string;
   return startCli(args, options).done;
 }
 
+const temporaryDirs: string[] = [];
+/** A fresh directory under the temp dir, removed after the test file (passed or failed). */
 export function temporaryDir(prefix: string): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  temporaryDirs.push(dir);
+  return dir;
 }
+afterAll(() => {
+  for (const dir of temporaryDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});

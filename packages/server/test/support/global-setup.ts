@@ -1,5 +1,5 @@
 // Jest globalSetup: one Redis for the whole run. REDIS_URL if set; else a redis-server
-// spawned from PATH on a free port; else a testcontainers Redis (needs Docker).
+// spawned from PATH (verified on its port); else a testcontainers Redis (needs Docker).
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 
@@ -27,7 +27,9 @@ export default async function globalSetup() {
   }
   if (process.env.REDIS_URL && !process.env.TEST_REDIS) return;
   const useBinary = process.env.TEST_REDIS !== "container" && which("redis-server") !== undefined;
-  const redis = await (useBinary ? spawnRedis() : startContainer()).catch((error: Error) => {
+  const redis = await (useBinary ? spawnRedis() : startContainer()).catch(async (error: Error) => {
+    // Jest skips the global teardown when the setup fails: stop what was started here.
+    await globalThis.__TEST_CLUSTER_STOP__?.();
     throw new Error(`No Redis for tests: set REDIS_URL, install redis-server, or run Docker (${error.message})`);
   });
   process.env.REDIS_URL = redis.url; // workers start after globalSetup and inherit it
