@@ -20,7 +20,8 @@
 // started and removes the directory (--keep leaves it, with every process's log).
 // nginx and redis-server must be installed (node infra/scripts/test-prerequisites.mjs does it).
 // Relay settings can be passed through the environment (e.g. ROOM_IDLE_SECONDS=60);
-// REDIS_URL, REDIS_CLUSTER_NODES, HOST, PORT and PUBLIC_URL are always set here.
+// REDIS_URL, REDIS_CLUSTER_NODES, HOST, PORT and PUBLIC_URL are always set here, and
+// LOG_LEVEL is at least info (a relay reports its port in its "listening" line).
 import { spawn, spawnSync } from "node:child_process";
 import { accessSync, chmodSync, constants, createWriteStream, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { Socket } from "node:net";
@@ -328,7 +329,8 @@ async function main() {
       TRUST_PROXY: "1",
       PUBLIC_URL: url,
       SHUTDOWN_DRAIN_SECONDS: process.env.SHUTDOWN_DRAIN_SECONDS ?? "1",
-      LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
+      // The relays report their port in the "listening" line, logged at info.
+      LOG_LEVEL: ["trace", "debug"].includes(process.env.LOG_LEVEL) ? process.env.LOG_LEVEL : "info",
       NODE_ENV: process.env.NODE_ENV ?? "production",
     });
     const replicas = await Promise.all(Array.from({ length: args.replicas }, (_, i) => startRelay(`relay-${i + 1}`, env)));

@@ -1,6 +1,6 @@
 // The topology test starts redis-server, three relays and nginx; it needs
-// `pnpm -r build` first (packages/server/dist/main.js) and Debian's nginx
-// (infra/local/topology.mjs installs it with apt-get when run as root).
+// `pnpm -r build` first (packages/server/dist/main.js) and Debian's nginx and
+// redis-server (`pnpm test` installs what is missing: infra/scripts/test-prerequisites.mjs).
 module.exports = {
   testEnvironment: "node",
   roots: ["<rootDir>/test"],
