@@ -2,7 +2,7 @@ module.exports = {
   testEnvironment: "node",
   // Quiet when everything passes; a failing file prints all it would by default. Not
   // verbose even for one file: console output is kept for the reporter, not printed live.
-  reporters: ["<rootDir>/../testkit/jest-quiet-reporter.cjs", ["summary", { summaryThreshold: Infinity }]],
+  reporters: ["<rootDir>/../testkit/jest-quiet-reporter.cjs"],
   verbose: false,
   cacheDirectory: "<rootDir>/../../node_modules/.cache/jest", // not in the temp dir
   roots: ["<rootDir>/test"],

@@ -1,9 +1,9 @@
 // A jest reporter for a quiet passing run: a file that passes prints nothing; a file that
 // fails prints everything jest's default reporter would (its console output, then every
-// failure with its diff and stack), as soon as it ends. Use it with jest's "summary"
-// reporter for the totals (its threshold set so it does not repeat the failures):
+// failure with its diff and stack), as soon as it ends. At the end: one line of totals,
+// and one line per failed file.
 //
-//   reporters: ["<rootDir>/../testkit/jest-quiet-reporter.cjs", ["summary", { summaryThreshold: Infinity }]]
+//   reporters: ["<rootDir>/../testkit/jest-quiet-reporter.cjs"], verbose: false
 //
 // DUET_FIGURES=1 also prints the `FIGURES <name> {json}` lines the reliability tests log
 // (the measured numbers behind the README's reliability section), from passing files too.
@@ -55,8 +55,19 @@ class QuietReporter {
     process.stderr.write(out);
   }
 
-  onRunComplete() {
+  onRunComplete(_contexts, results) {
     if (this.tty) process.stderr.write("\r\x1b[K");
+    const seconds = ((Date.now() - results.startTime) / 1000).toFixed(1);
+    const failedFiles = results.testResults.filter((r) => r.numFailingTests > 0 || r.testExecError !== undefined || r.failureMessage);
+    const counts = [
+      results.numFailedTests && `${results.numFailedTests} failed`,
+      results.numPassedTests && `${results.numPassedTests} passed`,
+      results.numPendingTests + results.numTodoTests && `${results.numPendingTests + results.numTodoTests} skipped`,
+    ].filter(Boolean);
+    const files = failedFiles.length ? `${failedFiles.length} of ${results.numTotalTestSuites} files failed` : `${results.numTotalTestSuites} file${results.numTotalTestSuites === 1 ? "" : "s"}`;
+    process.stderr.write(`Tests: ${counts.join(", ") || "none"} (${files}, ${seconds} s)\n`);
+    for (const r of failedFiles) process.stderr.write(`  failed: ${relative(this.rootDir, r.testFilePath)}\n`);
+    if (results.numRuntimeErrorTestSuites > 0 && failedFiles.length === 0) process.stderr.write("  a test file could not run: see above\n");
   }
 
   getLastError() {
