@@ -66,7 +66,8 @@ export interface SpawnedRedis {
 
 const live = new Set<ChildProcess>();
 let exitHookInstalled = false;
-function killOnExit(child: ChildProcess) {
+/** SIGKILLs the child if this process exits first (a test worker that ends or is told to). */
+export function killOnExit(child: ChildProcess): void {
   live.add(child);
   child.once("exit", () => live.delete(child));
   if (exitHookInstalled) return;

@@ -2,7 +2,7 @@
 // port 0, in-process store or a Redis), a throwaway redis-server, and the built duet CLI.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { spawnRedis } from "@duet/testkit";
+import { killOnExit, spawnRedis } from "@duet/testkit";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -24,6 +24,7 @@ export async function startRelay(env: Record<string, string> = {}): Promise<Rela
     env: { ...inherited, PORT: "0", HOST: "127.0.0.1", RATE_LIMIT_ROOMS: "1000", RATE_LIMIT_REQUESTS: "100000", STATS_CACHE_MS: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  killOnExit(child);
   let output = "";
   const url = await new Promise<string>((resolveUrl, reject) => {
     const timer = setTimeout(() => reject(new Error(`relay did not start:\n${output}`)), 15_000);
