@@ -16,8 +16,9 @@
 // answering there (redis: the pid in INFO server; nginx: the request id it answered with
 // appears in its own access log).
 // Then prints one JSON line on stdout ({"msg":"topology ready","url":...}) and stays in
-// the foreground until SIGINT/SIGTERM (or --max-seconds), when it stops everything it
-// started and removes the directory (--keep leaves it, with every process's log).
+// the foreground until SIGINT/SIGTERM (or --max-seconds, or its parent process exits),
+// when it stops everything it started and removes the directory (--keep leaves it, with
+// every process's log).
 // nginx and redis-server must be installed (node infra/scripts/test-prerequisites.mjs does it).
 // Relay settings can be passed through the environment (e.g. ROOM_IDLE_SECONDS=60);
 // REDIS_URL, REDIS_CLUSTER_NODES, HOST, PORT and PUBLIC_URL are always set here, and
@@ -372,6 +373,15 @@ async function main() {
 }
 
 for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => void shutdown(0));
+// Whoever started us is gone (a test runner killed, a terminal closed): stop too, rather
+// than run on as an orphan until --max-seconds.
+const parentPid = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parentPid) {
+    log(`parent process ${parentPid} is gone`);
+    void shutdown(0);
+  }
+}, 500).unref();
 process.on("uncaughtException", (err) => {
   log(`error: ${err.message}`);
   void shutdown(1);
