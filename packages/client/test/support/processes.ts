@@ -17,7 +17,7 @@ export interface RelayProcess {
   stop(): Promise<void>;
 }
 
-/** Starts the relay on a free port; REDIS_URL is unset unless `env` sets it. */
+/** Starts the relay on port 0 (it reports the port it bound); REDIS_URL is unset unless `env` sets it. */
 export async function startRelay(env: Record<string, string> = {}): Promise<RelayProcess> {
   const { REDIS_URL: _ignored, REDIS_CLUSTER_NODES: _ignoredToo, ...inherited } = process.env;
   const child = spawn(process.execPath, [SERVER_MAIN], {
