@@ -36,49 +36,67 @@ function portAccepts(port: number): Promise<boolean> {
   });
 }
 
-let pnpm: ChildProcess | undefined;
-let relayPid: number | undefined;
+let started: { pnpm: ChildProcess; relayPid?: number }[] = [];
 
-afterAll(() => {
-  // Only if the test failed half-way: nothing it started may outlive the file (pnpm runs in
+afterEach(() => {
+  // Only if a test failed half-way: nothing it started may outlive the file (pnpm runs in
   // its own process group, so a relay left behind by pnpm is still found there).
-  if (relayPid && alive(relayPid)) process.kill(relayPid, "SIGKILL");
-  try {
-    process.kill(-pnpm!.pid!, "SIGKILL");
-  } catch {
-    /* the group is gone already */
+  for (const { pnpm, relayPid } of started.splice(0)) {
+    if (relayPid && alive(relayPid)) process.kill(relayPid, "SIGKILL");
+    try {
+      process.kill(-pnpm.pid!, "SIGKILL");
+    } catch {
+      /* the group is gone already */
+    }
   }
 });
 
-test("kill of the PID of `pnpm start` stops the relay itself (no node left on its port)", async () => {
+/** `pnpm start` on port 0 until the relay listens; resolves with pnpm, the relay's pid and port. */
+async function startPnpm() {
   const { REDIS_URL: _r, REDIS_CLUSTER_NODES: _c, ...env } = process.env;
-  pnpm = spawn("pnpm", ["start"], {
+  const pnpm = spawn("pnpm", ["start"], {
     cwd: ROOT,
     env: { ...env, PORT: "0", HOST: "127.0.0.1", SHUTDOWN_DRAIN_SECONDS: "1" },
     stdio: ["ignore", "pipe", "pipe"],
-    detached: true, // its own process group, for the clean-up above; the test signals only pnpm's PID
+    detached: true, // its own process group: a terminal's Ctrl-C signals the group, `kill PID` only pnpm
   });
-  const pnpmExit = new Promise<number | null>((r) => pnpm!.once("exit", (code) => r(code)));
+  const entry: { pnpm: ChildProcess; relayPid?: number } = { pnpm };
+  started.push(entry);
+  const exited = new Promise<number | null>((r) => pnpm.once("exit", (code) => r(code)));
   let output = "";
   pnpm.stderr!.on("data", (d: Buffer) => (output += d.toString()));
   const url = await new Promise<URL>((resolveUrl, reject) => {
-    pnpm!.stdout!.on("data", (d: Buffer) => {
+    pnpm.stdout!.on("data", (d: Buffer) => {
       output += d.toString();
       const line = output.split("\n").find((l) => l.includes('"msg":"listening"'));
       if (line) resolveUrl(new URL(JSON.parse(line).url));
     });
-    void pnpmExit.then((code) => reject(new Error(`pnpm start exited (${code}) before the relay listened:\n${output}`)));
+    void exited.then((code) => reject(new Error(`pnpm start exited (${code}) before the relay listened:\n${output}`)));
   });
-  const port = Number(url.port);
   // pnpm's child is the relay itself (the script's shell exec'd node), not a shell.
   const relays = childrenOf(pnpm.pid!).filter((pid) => cmdline(pid).includes("packages/server/dist/main.js"));
   expect(relays).toHaveLength(1);
-  relayPid = relays[0]!;
+  entry.relayPid = relays[0]!;
+  const port = Number(url.port);
   expect(await portAccepts(port)).toBe(true);
+  return { pnpm, relayPid: relays[0]!, port, exited, output: () => output };
+}
 
-  pnpm.kill("SIGTERM");
-  await pnpmExit;
-  for (const deadline = Date.now() + 10_000; alive(relayPid) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 100));
-  expect({ relayAlive: alive(relayPid), portAccepts: await portAccepts(port) }).toEqual({ relayAlive: false, portAccepts: false });
-  expect(output).toContain('"msg":"stopped"'); // it shut down cleanly, not killed
+async function expectRelayGone(run: Awaited<ReturnType<typeof startPnpm>>) {
+  await run.exited;
+  for (const deadline = Date.now() + 10_000; alive(run.relayPid) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 100));
+  expect({ relayAlive: alive(run.relayPid), portAccepts: await portAccepts(run.port) }).toEqual({ relayAlive: false, portAccepts: false });
+  expect(run.output()).toContain('"msg":"stopped"'); // it drained and shut down, not killed
+}
+
+test("kill of the PID of `pnpm start` stops the relay itself (no node left on its port)", async () => {
+  const run = await startPnpm();
+  run.pnpm.kill("SIGTERM");
+  await expectRelayGone(run);
+}, 120_000);
+
+test("Ctrl-C (SIGINT to the process group) stops the relay after its drain", async () => {
+  const run = await startPnpm();
+  process.kill(-run.pnpm.pid!, "SIGINT");
+  await expectRelayGone(run);
 }, 120_000);
