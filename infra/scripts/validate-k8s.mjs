@@ -1,9 +1,12 @@
 #!/usr/bin/env node
 // Validates the Kubernetes manifests under infra/k8s without a cluster:
 //  1. every kustomization's resources exist, and every manifest in its directory is listed;
-//  2. every manifest file validates against the Kubernetes schemas (kubernetes-models 4.5.1);
-//  3. each kustomization renders with `kubectl kustomize` (offline; skipped with a notice
-//     when kubectl is absent) and every rendered object validates too;
+//  2. every manifest file validates against the Kubernetes schemas (kubernetes-models 4.5.1:
+//     types, enums, required fields) and, as an API server with strict field validation
+//     does (kubeconform --strict), rejects every field the API does not know (the models of
+//     the official client, @kubernetes/client-node, list each type's fields);
+//  3. each kustomization renders with `kubectl kustomize` (offline; kubectl is required)
+//     and every rendered object validates too;
 //  4. the relay's deployment rules hold on the rendered objects (probes, grace period,
 //     security context, Ingress timeouts and body size, no affinity, API versions).
 // Exit status 1 on any failure. Usage: node infra/scripts/validate-k8s.mjs [k8s-dir]
@@ -15,6 +18,7 @@ import { parseAllDocuments } from "yaml";
 import { parseNginxSize, readConfigVariables, readLimits } from "./lib.mjs";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8").replace(/\\\n/g, " ");
 const K8S = resolve(process.argv[2] ?? join(ROOT, "infra/k8s"));
 const rel = (p) => relative(ROOT, p) || ".";
 
@@ -48,6 +52,32 @@ function parseYaml(text, where) {
   return objects;
 }
 
+/** Paths of the fields in value that type (an @kubernetes/client-node model name) does not have. */
+async function unknownFields(value, type, path) {
+  if (value === null || value === undefined) return [];
+  const array = /^Array<(.+)>$/.exec(type);
+  if (array) return Array.isArray(value) ? (await Promise.all(value.map((v, i) => unknownFields(v, array[1], `${path}[${i}]`)))).flat() : [];
+  if (!/^V\d\w*$/.test(type) || typeof value !== "object") return []; // string, number, IntOrString, maps, any
+  let model;
+  try {
+    model = (await import(`@kubernetes/client-node/dist/gen/models/${type}.js`))[type];
+  } catch {
+    return [`${path}: no model ${type}`];
+  }
+  const fields = new Map(model.getAttributeTypeMap().map((a) => [a.baseName, a.type]));
+  const out = [];
+  for (const [key, v] of Object.entries(value)) {
+    if (!fields.has(key)) out.push(`${path}.${key}`);
+    else out.push(...(await unknownFields(v, fields.get(key), `${path}.${key}`)));
+  }
+  return out;
+}
+
+const modelName = (obj) => {
+  const version = obj.apiVersion.split("/").at(-1);
+  return `${version[0].toUpperCase()}${version.slice(1)}${obj.kind}`;
+};
+
 async function validateObject(obj, where) {
   const id = `${where}: ${obj.apiVersion} ${obj.kind}/${obj.metadata?.name}`;
   if (!obj.apiVersion || !obj.kind) return fail(`${where}: object without apiVersion/kind`);
@@ -59,10 +89,12 @@ async function validateObject(obj, where) {
   }
   try {
     new Model(obj).validate();
-    ok(id);
   } catch (e) {
-    fail(`${id}: ${e.message}`);
+    return fail(`${id}: ${e.message}`);
   }
+  const unknown = await unknownFields(obj, modelName(obj), obj.kind);
+  if (unknown.length) return fail(`${id}: unknown field(s) ${unknown.join(", ")}`);
+  ok(id);
 }
 
 // 1. Kustomization structure.
@@ -96,7 +128,7 @@ for (const file of yamlFiles.filter((f) => !isKustomization(f))) {
 const kubectl = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" });
 const rendered = new Map(); // dir -> objects
 if (kubectl.status !== 0) {
-  console.log("note kubectl not found: kustomizations were checked file by file, not rendered");
+  fail("kubectl not found: it renders the kustomizations (`kubectl kustomize`); install it (Debian: kubernetes-client)");
 } else {
   for (const file of kustomizations) {
     const dir = dirname(file);
@@ -136,6 +168,20 @@ for (const [where, objects] of sets) {
   check(sc.readOnlyRootFilesystem === true, "read-only root filesystem");
   check(sc.allowPrivilegeEscalation === false, "no privilege escalation");
   check((sc.capabilities?.drop ?? []).includes("ALL"), "drops all capabilities");
+  // What the image provides: its port (ENV PORT, EXPOSE) and a root that is read-only
+  // except /tmp. The manifests must agree with it.
+  const runtimeStage = dockerfile.split(/^FROM /m).at(-1) ?? "";
+  const imagePort = Number(/PORT=(\d+)/.exec(runtimeStage)?.[1]);
+  const exposed = Number(/^EXPOSE\s+(\d+)/m.exec(runtimeStage)?.[1]);
+  const ports = relay.ports ?? [];
+  const portOf = (p) => (typeof p === "string" ? ports.find((x) => x.name === p)?.containerPort : p);
+  check(imagePort === exposed && ports.some((p) => p.containerPort === imagePort), `container port ${ports.map((p) => p.containerPort).join(",")} is the image's (PORT=${imagePort}, EXPOSE ${exposed})`);
+  for (const probe of ["readinessProbe", "livenessProbe", "startupProbe"]) {
+    if (relay[probe]) check(portOf(relay[probe].httpGet?.port) === imagePort, `${probe} reaches the image's port ${imagePort}`);
+  }
+  const tmpMount = (relay.volumeMounts ?? []).find((m) => m.mountPath === "/tmp");
+  const tmpVolume = (pod.volumes ?? []).find((v) => v.name === tmpMount?.name);
+  check(Boolean(tmpVolume?.emptyDir), "writable /tmp (an emptyDir) on the read-only root, as the compose file's tmpfs");
 
   // Environment as the pod will see it: env plus envFrom ConfigMaps and Secrets of this rendering.
   if (rendered.size) {

@@ -2,24 +2,32 @@
 // want: waitForPeer, receiveLoop, and a send that retries safely with an idempotency key.
 import { randomUUID } from "node:crypto";
 import {
-  AckResponse,
-  CloseResponse,
+  ENDPOINTS,
   ERRORS,
-  JoinResponse,
   MAX_PENDING_MESSAGES,
   MAX_TEXT_BYTES,
   MAX_WAIT_MS,
-  OpenResponse,
-  RecvResponse,
-  SendResponse,
-  StatsResponse,
-  StatusResponse,
+  RoomEnding,
   USER_AGENT,
   normalizeRoomCode,
+  type AckResponse,
+  type CloseResponse,
+  type EndpointInput,
+  type EndpointResponse,
+  type EndpointSpec,
+  type JoinResponse,
   type Message,
+  type OpenResponse,
+  type OperationId,
+  type RecvResponse,
+  type SendResponse,
+  type StatsResponse,
+  type StatusResponse,
 } from "@duet/protocol";
 import type { z } from "zod";
+import { E2eSession, joinUrlWithKey, newRoomKey, roomKeyInText, type E2eRejectReason } from "./e2e.js";
 import { DuetAbortError, DuetError, DuetNetworkError, DuetTimeoutError, isProtocolCode } from "./errors.js";
+import { extractRoomCode } from "./room-input.js";
 import { Deadline, backoffMs } from "./timing.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
@@ -28,6 +36,32 @@ export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
 export interface SeatCredentials {
   code: string;
   token: string;
+  /** In an end-to-end encrypted room: the seat's session (key and sequence numbers). send seals, recv opens. */
+  e2e?: E2eSession;
+}
+
+/** open's answer; in an encrypted room join_url and share carry #k=<key>, and `e2e_session` is the opener's session. */
+export type OpenedRoom = OpenResponse & { key?: string; e2e_session?: E2eSession };
+/** join's answer; `e2e_session` when the room is encrypted and the key was given. */
+export type JoinedRoom = JoinResponse & { e2e_session?: E2eSession };
+
+/** A message of an encrypted room, decrypted: `seq` is the sender's count; `missing` the numbers skipped before it. */
+export type OpenedMessage = Message & { seq?: number; missing?: { from: number; to: number } };
+/** A message of an encrypted room that was refused: it is never shown as text. */
+export interface RejectedMessage {
+  id: string;
+  from: Message["from"];
+  reason: E2eRejectReason;
+  explanation: string;
+}
+export type OpenedRecvResponse = { messages: OpenedMessage[]; rejected?: RejectedMessage[] };
+
+/** Thrown by receiveLoop when a message of an encrypted room is refused; the message stays pending. */
+export class DuetE2eError extends DuetError {
+  constructor(readonly rejected: RejectedMessage) {
+    super("e2e", `Message ${rejected.id} from seat ${rejected.from} was refused: it ${rejected.explanation}. It stays pending; ack it to drop it.`);
+    this.name = "DuetE2eError";
+  }
 }
 
 export interface DuetClientOptions {
@@ -70,8 +104,13 @@ export interface RecvOptions extends CallOptions {
 }
 
 export interface WaitForPeerOptions extends CallOptions {
-  /** Milliseconds between status polls. Default 1000. */
-  intervalMs?: number;
+  /** Longest wait of one long-poll (GET /v1/status?wait=), 1..25000 ms. Default 25000. */
+  pollMs?: number;
+}
+
+export interface StatusOptions extends CallOptions {
+  /** Milliseconds the relay may hold the call open until the peer joins, 0..25000. Default 0. */
+  waitMs?: number;
 }
 
 export interface ReceiveLoopOptions {
@@ -84,6 +123,8 @@ export interface ReceiveLoopOptions {
   /** Time each recv and ack may spend retrying before the loop gives up. Default the client's retryTimeoutMs. */
   retryTimeoutMs?: number;
   onWait?: (event: WaitEvent) => void;
+  /** Encrypted rooms: told about a refused message, which is then acked (dropped). Without it the loop stops with DuetE2eError. */
+  onRejected?: (rejected: RejectedMessage) => void;
 }
 
 /** Send budget: mailbox_full waits for the peer to read, which takes longer than a rate limit. */
@@ -113,19 +154,32 @@ export class DuetClient {
   // ---- endpoints ----------------------------------------------------------------------
 
   /** Opens a room and takes seat "a". The token is secret; `share` is what to paste to the peer. */
-  open(options: CallOptions = {}): Promise<OpenResponse> {
+  async open(options: CallOptions & { e2e?: boolean } = {}): Promise<OpenedRoom> {
     // A network failure is not retried: the room may exist already, and a second open would orphan one.
-    return this.retrying("open", "refusals", options, (timeoutMs) =>
-      this.request("POST", "/v1/open", OpenResponse, { body: {}, signal: options.signal, timeoutMs }),
+    const opened = await this.retrying("open", "refusals", options, (timeoutMs) =>
+      this.call("open", options.e2e ? { e2e: true } : {}, { signal: options.signal, timeoutMs }),
     );
+    if (!options.e2e) return opened;
+    if (opened.e2e !== true) throw new DuetError("invalid_response", "The relay did not open an end-to-end encrypted room (it may predate them).");
+    // The key is made here and never sent: it travels only in the fragment of the join address.
+    const key = newRoomKey();
+    const joinUrl = joinUrlWithKey(opened.join_url, key);
+    const share = `${opened.share.split(opened.join_url).join(joinUrl).replace(/\n+$/, "")}
+End-to-end encrypted: join with the whole address above (its #k= part is the room key, which the relay never sees). Share it with the peer only.`;
+    return { ...opened, join_url: joinUrl, share, key, e2e_session: E2eSession.start(opened.code, opened.seat, key) };
   }
 
   /** Joins a room by its code and takes seat "b". Case, spaces and dashes in the code are tolerated. */
-  join(code: string, options: CallOptions = {}): Promise<JoinResponse> {
+  async join(code: string, options: CallOptions & { key?: string } = {}): Promise<JoinedRoom> {
+    // A join address with #k=<key> (or the share block) gives the key of an encrypted room.
+    const key = options.key ?? roomKeyInText(code);
+    const room = key === undefined ? code : (extractRoomCode(code)?.code ?? code);
     // Not retried after a network failure either: if the first join landed, a retry answers 409 full.
-    return this.retrying("join", "refusals", options, (timeoutMs) =>
-      this.request("POST", "/v1/join", JoinResponse, { body: { code: canonicalCode(code) }, signal: options.signal, timeoutMs }),
+    const joined = await this.retrying("join", "refusals", options, (timeoutMs) =>
+      this.call("join", { code: canonicalCode(room) }, { signal: options.signal, timeoutMs }),
     );
+    if (joined.e2e && key !== undefined) return { ...joined, e2e_session: E2eSession.start(joined.code, joined.seat, key) };
+    return joined;
   }
 
   /**
@@ -137,9 +191,13 @@ export class DuetClient {
    */
   async send(seat: SeatCredentials, text: string, options: SendOptions = {}): Promise<SendResponse> {
     const bytes = Buffer.byteLength(text, "utf8");
-    if (bytes > MAX_TEXT_BYTES) {
-      throw new DuetError("too_large", `The text is ${bytes} UTF-8 bytes; at most ${MAX_TEXT_BYTES} fit. ${ERRORS.too_large.remedy}`, { status: 400 });
+    const limit = seat.e2e ? seat.e2e.maxTextBytes() : MAX_TEXT_BYTES;
+    if (bytes > limit) {
+      const where = seat.e2e ? ` in this end-to-end encrypted room (its envelope must stay within ${MAX_TEXT_BYTES} bytes)` : "";
+      throw new DuetError("too_large", `The text is ${bytes} UTF-8 bytes; at most ${limit} fit${where}. ${ERRORS.too_large.remedy}`, { status: 400 });
     }
+    // Sealed once, before the first attempt: every retry sends the same envelope with the same key.
+    if (seat.e2e) text = seat.e2e.seal(text);
     const idempotencyKey = options.idempotencyKey ?? randomUUID();
     const body = { code: canonicalCode(seat.code), text, idempotency_key: idempotencyKey };
     const mailbox: MailboxWatch = {};
@@ -147,18 +205,29 @@ export class DuetClient {
       "send",
       "refusals-and-network",
       { timeoutMs: DEFAULT_SEND_TIMEOUT_MS, ...options },
-      (timeoutMs) => this.request("POST", "/v1/send", SendResponse, { body, token: seat.token, signal: options.signal, timeoutMs }),
+      (timeoutMs) => this.call("send", body, { token: seat.token, signal: options.signal, timeoutMs }),
       (deadline, refusal) => this.waitForMailboxSpace(seat, deadline, refusal, mailbox, options),
     );
   }
 
   /** Peeks at pending messages for this seat (oldest first), waiting up to waitMs for one. Does not consume. */
-  recv(seat: SeatCredentials, options: RecvOptions = {}): Promise<RecvResponse> {
+  async recv(seat: SeatCredentials, options: RecvOptions = {}): Promise<OpenedRecvResponse> {
+    const answer = await this.recvRaw(seat, options);
+    if (!seat.e2e) return answer;
+    const messages: OpenedMessage[] = [];
+    const rejected: RejectedMessage[] = [];
+    for (const item of openAll(seat.e2e, answer.messages)) {
+      if ("reason" in item) rejected.push(item);
+      else messages.push(item);
+    }
+    return { messages, rejected };
+  }
+
+  private recvRaw(seat: SeatCredentials, options: RecvOptions = {}): Promise<RecvResponse> {
     const waitMs = options.waitMs ?? MAX_WAIT_MS;
     const query = { code: canonicalCode(seat.code), wait: String(waitMs) };
     return this.retrying("recv", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
-      this.request("GET", "/v1/recv", RecvResponse, {
-        query,
+      this.call("recv", query, {
         token: seat.token,
         signal: options.signal,
         timeoutMs: Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS),
@@ -170,15 +239,25 @@ export class DuetClient {
   ack(seat: SeatCredentials, ids: string[], options: CallOptions = {}): Promise<AckResponse> {
     const body = { code: canonicalCode(seat.code), ids };
     return this.retrying("ack", "refusals-and-network", options, (timeoutMs) =>
-      this.request("POST", "/v1/ack", AckResponse, { body, token: seat.token, signal: options.signal, timeoutMs }),
+      this.call("ack", body, { token: seat.token, signal: options.signal, timeoutMs }),
     );
   }
 
-  /** Room status for this seat: members, lifetime, whether the peer joined and is active, pending counts. */
-  status(seat: SeatCredentials, options: CallOptions = {}): Promise<StatusResponse> {
-    const query = { code: canonicalCode(seat.code) };
-    return this.retrying("status", "refusals-and-network", options, (timeoutMs) =>
-      this.request("GET", "/v1/status", StatusResponse, { query, token: seat.token, signal: options.signal, timeoutMs }),
+  /**
+   * Room status for this seat: members, lifetime, whether the peer joined and is active,
+   * pending counts. With waitMs the relay answers as soon as the peer has joined (or the
+   * wait runs out, or the room ends).
+   */
+  status(seat: SeatCredentials, options: StatusOptions = {}): Promise<StatusResponse> {
+    const waitMs = options.waitMs ?? 0;
+    const query: EndpointInput<"status"> = { code: canonicalCode(seat.code) };
+    if (waitMs > 0) query.wait = String(waitMs);
+    return this.retrying("status", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
+      this.call("status", query, {
+        token: seat.token,
+        signal: options.signal,
+        timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
+      }),
     );
   }
 
@@ -190,7 +269,7 @@ export class DuetClient {
     const body = { code: canonicalCode(seat.code), force: options.force ?? false };
     return this.retrying("close", "refusals-and-network", options, async (timeoutMs, attempt) => {
       try {
-        return await this.request("POST", "/v1/close", CloseResponse, { body, token: seat.token, signal: options.signal, timeoutMs });
+        return await this.call("close", body, { token: seat.token, signal: options.signal, timeoutMs });
       } catch (error) {
         if (attempt > 0 && error instanceof DuetError && error.code === "not_found") return { ok: true as const };
         throw error;
@@ -201,24 +280,32 @@ export class DuetClient {
   /** The public tally: totals only, no bodies or tokens. */
   stats(options: CallOptions = {}): Promise<StatsResponse> {
     return this.retrying("stats", "refusals-and-network", options, (timeoutMs) =>
-      this.request("GET", "/v1/stats", StatsResponse, { signal: options.signal, timeoutMs }),
+      this.call("stats", undefined, { signal: options.signal, timeoutMs }),
     );
   }
 
   // ---- flows --------------------------------------------------------------------------
 
   /**
-   * Polls status until the second seat is claimed and returns that status. Rejects with
-   * DuetTimeoutError after timeoutMs (default 5 min), DuetAbortError when signalled.
+   * Long-polls status (GET /v1/status?wait=) until the second seat is claimed and returns
+   * that status: the relay answers the moment the peer joins, with no polling in between.
+   * Rejects with DuetTimeoutError after timeoutMs (default 5 min), DuetAbortError when
+   * signalled, DuetError not_found (with `ended`) when the room ends first.
    */
   async waitForPeer(seat: SeatCredentials, options: WaitForPeerOptions = {}): Promise<StatusResponse> {
     const deadline = new Deadline(options.timeoutMs ?? DEFAULT_WAIT_FOR_PEER_MS, "Waiting for the peer to join", this.now);
-    const intervalMs = options.intervalMs ?? 1000;
+    const pollMs = Math.min(Math.max(options.pollMs ?? MAX_WAIT_MS, 1), MAX_WAIT_MS);
     for (let attempt = 0; ; attempt++) {
-      const status = await this.status(seat, { signal: options.signal, onWait: options.onWait, timeoutMs: Math.max(1, deadline.remainingMs()) });
+      const waitMs = Math.min(pollMs, Math.max(0, deadline.remainingMs()));
+      if (attempt > 0) options.onWait?.({ reason: "peer", delayMs: waitMs, attempt });
+      const status = await this.status(seat, {
+        signal: options.signal,
+        onWait: options.onWait,
+        waitMs,
+        timeoutMs: Math.max(1, deadline.remainingMs()) + RECV_ANSWER_MARGIN_MS,
+      });
       if (status.peer_joined) return status;
-      options.onWait?.({ reason: "peer", delayMs: intervalMs, attempt });
-      await deadline.sleepWithin(intervalMs, options.signal);
+      if (deadline.expired()) throw deadline.error();
     }
   }
 
@@ -244,16 +331,24 @@ export class DuetClient {
       let messages: Message[];
       try {
         const waitMs = options.waitMs ?? MAX_WAIT_MS;
-        ({ messages } = await this.recv(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs }));
+        ({ messages } = await this.recvRaw(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs }));
       } catch (error) {
         if (signal?.aborted && error instanceof DuetAbortError) break;
         throw error;
       }
       const redelivered = messages.filter((m) => handledNotAcked.has(m.id)).map((m) => m.id);
       if (redelivered.length > 0 && !(await this.ackHandled(seat, redelivered, handledNotAcked, retry))) continue;
-      for (const message of messages) {
-        if (redelivered.includes(message.id)) continue;
+      for (const raw of messages) {
+        if (redelivered.includes(raw.id)) continue;
         if (signal?.aborted || (maxMessages !== undefined && handled >= maxMessages)) break;
+        const message = seat.e2e ? openAll(seat.e2e, [raw])[0]! : raw;
+        if ("reason" in message) {
+          if (!options.onRejected) throw new DuetE2eError(message);
+          options.onRejected(message);
+          handledNotAcked.add(message.id);
+          if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
+          continue;
+        }
         await handle(message);
         handled++;
         handledNotAcked.add(message.id);
@@ -347,6 +442,17 @@ export class DuetClient {
     watch.pendingAtLastRetry = pending;
   }
 
+  /** One operation of the endpoint table: its method, path, input placement and answer schema come from there. */
+  private call<K extends OperationId>(
+    operation: K,
+    input: EndpointInput<K>,
+    options: { token?: string; signal?: AbortSignal; timeoutMs: number },
+  ): Promise<EndpointResponse<K>> {
+    const spec: EndpointSpec = ENDPOINTS[operation];
+    const placed = spec.input?.in === "query" ? { query: input as Record<string, string> } : spec.input ? { body: input } : {};
+    return this.request(spec.method, spec.path, spec.response, { ...placed, ...options }) as Promise<EndpointResponse<K>>;
+  }
+
   private async request<S extends z.ZodType>(
     method: "GET" | "POST",
     path: string,
@@ -397,6 +503,17 @@ export class DuetClient {
   }
 }
 
+/** Opens each message of an encrypted room, in order: decrypted, or refused with the reason. */
+function openAll(session: E2eSession, messages: Message[]): (OpenedMessage | RejectedMessage)[] {
+  return messages.map((message) => {
+    const opened = session.open(message.id, message.text);
+    if (!opened.ok) return { id: message.id, from: message.from, reason: opened.reason, explanation: opened.explanation };
+    const result: OpenedMessage = { id: message.id, from: message.from, text: opened.text, seq: opened.seq };
+    if (opened.missing) result.missing = opened.missing;
+    return result;
+  });
+}
+
 interface MailboxWatch {
   pendingAtLastRetry?: number;
 }
@@ -413,10 +530,11 @@ function isTransient(error: DuetError): boolean {
 function errorFromAnswer(response: Response, json: unknown, method: string, path: string): DuetError {
   const retryAfter = Number(response.headers.get("retry-after"));
   const retryAfterSeconds = Number.isFinite(retryAfter) && retryAfter >= 0 && response.headers.has("retry-after") ? retryAfter : undefined;
-  const body = json as { error?: unknown; message?: unknown } | undefined;
+  const body = json as { error?: unknown; message?: unknown; ended?: unknown } | undefined;
   if (body && typeof body.error === "string" && isProtocolCode(body.error)) {
     const message = typeof body.message === "string" ? body.message : ERRORS[body.error].message;
-    return new DuetError(body.error, message, { status: response.status, retryAfterSeconds });
+    const ended = RoomEnding.safeParse(body.ended);
+    return new DuetError(body.error, message, { status: response.status, retryAfterSeconds, ended: ended.success ? ended.data : undefined });
   }
   const code = codeForStatus(response.status);
   return new DuetError(code, `${method} ${path} answered HTTP ${response.status}${code === "invalid_response" ? " (not a duet error body)" : ""}.`, {

@@ -4,6 +4,7 @@
 export const ERRORS = {
   bad_request: { status: 400, message: "The request is malformed.", remedy: "Fix the request as the message says; do not retry it unchanged." },
   too_large: { status: 400, message: "The text is larger than 2,097,152 UTF-8 bytes.", remedy: "Split the text, or publish it at a URL the peer can fetch and send the URL." },
+  e2e_required: { status: 400, message: "This room is end-to-end encrypted: the text must be a duet-e2e:v1 envelope.", remedy: "Encrypt the text with the room key (the #k= part of the join address) before sending: duet send does it, and GET /v1/api shows how with openssl." },
   unauthorized: { status: 401, message: "A valid seat token is required.", remedy: "Send 'Authorization: Bearer <token>' with the token that open or join returned for this room." },
   forbidden: { status: 403, message: "This User-Agent is not accepted.", remedy: "Send 'User-Agent: duet/0.1'." },
   not_found: { status: 404, message: "No such room: the code is unknown, or the room was closed or has expired.", remedy: "Stop using this code; open a new room if you still need one." },

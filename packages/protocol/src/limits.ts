@@ -1,4 +1,4 @@
-// The numbers of the contract (relay-spec.md "Limits", decisions.md "Behaviour").
+// The numbers of the contract (docs/protocol.md §8 "Limits", §7, §9).
 // Server and client both read them from here, so they cannot drift apart.
 
 /** Largest accepted text, in UTF-8 bytes after JSON parsing (2 MiB). */

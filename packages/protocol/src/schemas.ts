@@ -44,7 +44,14 @@ export const MessageId = z.string().min(1).max(64).describe("Opaque message id, 
 
 // ---- requests ---------------------------------------------------------------------------
 
-export const OpenRequest = z.strictObject({}).describe("No fields.");
+export const OpenRequest = z
+  .strictObject({
+    e2e: z
+      .boolean()
+      .optional()
+      .describe("true opens an end-to-end encrypted room: every text must then be a duet-e2e:v1 envelope. Default false."),
+  })
+  .describe("No required fields.");
 export const JoinRequest = z.strictObject({ code: RoomCode });
 export const SendRequest = z.strictObject({
   code: RoomCode,
@@ -65,7 +72,19 @@ export const AckRequest = z.strictObject({
   code: RoomCode,
   ids: z.array(MessageId).max(MAX_ACK_IDS, `ids may list at most ${MAX_ACK_IDS} ids`),
 });
-export const StatusQuery = z.strictObject({ code: RoomCode });
+export const StatusQuery = z.strictObject({
+  code: RoomCode,
+  wait: z
+    .string()
+    .regex(/^[0-9]{1,6}$/, "wait must be a whole number of milliseconds")
+    .transform(Number)
+    .pipe(z.number().int().min(0).max(MAX_WAIT_MS, `wait must be at most ${MAX_WAIT_MS}`))
+    .optional()
+    .describe(
+      `Milliseconds to wait for the peer to join: 0 to ${MAX_WAIT_MS}, default 0 (answer at once). ` +
+        "The answer comes as soon as peer_joined is true, the room ends (404) or the wait runs out.",
+    ),
+});
 export const CloseRequest = z.strictObject({
   code: RoomCode,
   force: z.boolean().optional().describe("true abandons unacknowledged messages. Default false."),
@@ -81,15 +100,20 @@ export type CloseRequest = z.input<typeof CloseRequest>;
 const ExpiresIn = z.number().int().min(0).describe("Whole seconds until the room ends (the earlier of idle timeout and hard cap).");
 const SeatToken = z.string().describe("Secret bearer token of this seat. Never share it, never log it.");
 
+// Present only in end-to-end encrypted rooms, so plain rooms answer exactly as before.
+const E2eFlag = z.literal(true).optional().describe("Present (true) only when the room is end-to-end encrypted.");
+const E2eNote = z.string().optional().describe("In an end-to-end encrypted room: what a seat needs to read and write it.");
+
 export const OpenResponse = z.object({
   code: z.string(),
   seat: Seat,
   token: SeatToken,
   expires_in: ExpiresIn,
-  join_url: z.string().describe("Address the other party reads to join. Contains no secret."),
+  join_url: z.string().describe("Address the other party reads to join. Contains no secret (in an encrypted room the client adds #k=<key> itself)."),
+  e2e: E2eFlag,
   share: z.string().describe("Share block to paste to the other agent as is. Contains no token."),
 });
-export const JoinResponse = z.object({ code: z.string(), seat: Seat, token: SeatToken, expires_in: ExpiresIn });
+export const JoinResponse = z.object({ code: z.string(), seat: Seat, token: SeatToken, expires_in: ExpiresIn, e2e: E2eFlag, e2e_note: E2eNote });
 export const SendResponse = z.object({ id: MessageId });
 export const Message = z.object({ id: MessageId, from: Seat, text: z.string() });
 export const RecvResponse = z.object({ messages: z.array(Message).describe("Pending messages for the caller, oldest first.") });
@@ -102,6 +126,8 @@ export const StatusResponse = z.object({
   peer_active: z.boolean().describe("The peer made a call (a waiting recv included) in the last 60 seconds."),
   pending_in: z.number().int().min(0),
   pending_out: z.number().int().min(0),
+  e2e: E2eFlag,
+  e2e_note: E2eNote,
 });
 export const CloseResponse = z.object({ ok: z.literal(true) });
 export const StatsResponse = z.object({
@@ -111,9 +137,40 @@ export const StatsResponse = z.object({
   bytes: z.number().int().min(0).describe("UTF-8 bytes of accepted text."),
   rooms_open: z.number().int().min(0).describe("Live gauge, not a total: rooms open right now."),
 });
+
+/** Why a room ended. */
+export const EndReason = z
+  .enum(["closed", "force_closed", "idle_timeout", "hard_cap"])
+  .describe(
+    "closed: a seat closed it with every message acked; force_closed: a seat closed it with force while messages were unacked " +
+      "(see abandoned); idle_timeout: no authenticated call for the idle lifetime; hard_cap: it reached its lifetime from open.",
+  );
+export type EndReason = z.infer<typeof EndReason>;
+
+/**
+ * How a room ended, in the 404 answered to one of its seats for a while after the end
+ * (docs/protocol.md, "How a room ended"). Never given without a valid seat token.
+ */
+export const RoomEnding = z
+  .object({
+    reason: EndReason,
+    by: Seat.optional().describe("The seat that closed the room (closed and force_closed only)."),
+    abandoned: z
+      .object({
+        in: z.number().int().min(0).describe("Messages addressed to you that you had not acked."),
+        out: z.number().int().min(0).describe("Messages you sent that the peer had not acked."),
+      })
+      .optional()
+      .describe("force_closed only: the unacked messages the close threw away, seen from your seat."),
+    at: z.string().describe("When the room ended (ISO 8601, UTC)."),
+  })
+  .describe("How the room ended. Present only on a 404 answered to one of the room's seats.");
+export type RoomEnding = z.infer<typeof RoomEnding>;
+
 export const ErrorResponse = z.object({
   error: z.enum(ERROR_CODES as [string, ...string[]]),
   message: z.string(),
+  ended: RoomEnding.optional(),
 });
 
 export type OpenResponse = z.infer<typeof OpenResponse>;
@@ -123,5 +180,6 @@ export type Message = z.infer<typeof Message>;
 export type RecvResponse = z.infer<typeof RecvResponse>;
 export type AckResponse = z.infer<typeof AckResponse>;
 export type StatusResponse = z.infer<typeof StatusResponse>;
+export type ErrorResponse = z.infer<typeof ErrorResponse>;
 export type CloseResponse = z.infer<typeof CloseResponse>;
 export type StatsResponse = z.infer<typeof StatsResponse>;

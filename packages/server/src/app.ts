@@ -1,8 +1,9 @@
 // createApp(deps): the Express application, built from its dependencies and never
 // listening by itself (main.ts does that), so tests can build as many as they like.
+import { join } from "node:path";
 import express, { type Express, type Request, type RequestHandler } from "express";
 import helmet from "helmet";
-import { buildOpenApiDocument, normalizeRoomCode, type StatsResponse } from "@duet/protocol";
+import { ENDPOINT_METHODS, buildOpenApiDocument, normalizeRoomCode } from "@duet/protocol";
 import type { Config } from "./config.js";
 import { apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
@@ -11,10 +12,14 @@ import { WaitingRecvs } from "./realtime/wait-for-messages.js";
 import { CachedTally } from "./store/cached-tally.js";
 import type { RoomStore, StoreTally } from "./store/room-store.js";
 import { errorHandler } from "./http/error-handler.js";
+import { downloadRoutes } from "./http/downloads.js";
 import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";
+import { renderLandingHtml, renderLandingMarkdown } from "./http/landing-page.js";
 import { rateLimiter } from "./http/rate-limit.js";
 import { renderRecipe } from "./http/recipe.js";
 import { requestLog } from "./http/request-log.js";
+import { mcpRoutes } from "./http/mcp.js";
+import { operations, type Operations } from "./http/operations.js";
 import { ROOM_ENDPOINTS, roomRoutes } from "./http/room-routes.js";
 import { userAgentPolicy } from "./http/user-agent.js";
 import type { Store } from "express-rate-limit";
@@ -29,11 +34,13 @@ export interface AppDeps {
   isShuttingDown?: () => boolean;
   /** Node.js process metrics (heap, event loop, ...) in /metrics; default true. */
   processMetrics?: boolean;
+  /** Where the CLI bundle and the skill to serve are; default dist/public beside the built app. */
+  publicDir?: string;
 }
 
 export interface DuetApp extends Express {
   /** Every waiting recv of this app, for shutdown. */
-  locals: Express["locals"] & { waitingRecvs: WaitingRecvs; metrics: RelayMetrics };
+  locals: Express["locals"] & { waitingRecvs: WaitingRecvs; metrics: RelayMetrics; operations: Operations };
 }
 
 export function createApp(deps: AppDeps): DuetApp {
@@ -65,7 +72,12 @@ export function createApp(deps: AppDeps): DuetApp {
     { name: "rooms", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.roomsPerWindow },
     deps.rateLimitStores?.rooms,
   );
-  app.use(roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckMs: config.wakeRecheckMs, roomLimiter }));
+  const ops = operations({ store, waitingRecvs, metrics, wakeRecheckMs: config.wakeRecheckMs, readTally: () => cachedTally.read() });
+  app.locals.operations = ops;
+  app.use(roomRoutes({ operations: ops, baseUrl, roomLimiter, publicLimiter }));
+
+  // ---- MCP (Streamable HTTP, stateless): any User-Agent, same per-IP limits -------------
+  app.use(mcpRoutes({ operations: ops, baseUrl, logger, metrics, bindHost: config.host, publicUrl: config.publicUrl, publicLimiter, roomLimiter }));
 
   // ---- public: any User-Agent ----------------------------------------------------------
   app.get("/healthz", (_req, res) => void res.json({ ok: true }));
@@ -75,7 +87,12 @@ export function createApp(deps: AppDeps): DuetApp {
   });
   app.get("/v1/api", (req, res) => {
     res.type("text/markdown; charset=utf-8").send(
-      renderRecipe({ baseUrl: baseUrl(req), idleMinutes: config.roomIdleMs / 60_000, maxMinutes: config.roomMaxMs / 60_000 }),
+      renderRecipe({
+        baseUrl: baseUrl(req),
+        idleMinutes: config.roomIdleMs / 60_000,
+        maxMinutes: config.roomMaxMs / 60_000,
+        endingKeepSeconds: config.roomEndingKeepMs / 1000,
+      }),
     );
   });
   // Prometheus scrapes this; the load balancer should not route it from outside.
@@ -87,25 +104,30 @@ export function createApp(deps: AppDeps): DuetApp {
     }
   });
   app.get("/v1/openapi.json", (req, res) => void res.json(buildOpenApiDocument(baseUrl(req))));
-  app.get("/v1/stats", publicLimiter, async (_req, res, next) => {
-    try {
-      const tally = await cachedTally.read();
-      const stats: StatsResponse = { sessions: tally.sessions, paired: tally.paired, messages: tally.messages, bytes: tally.bytes, rooms_open: tally.roomsOpen };
-      res.json(stats);
-    } catch (error) {
-      next(error);
-    }
+  app.get("/", (req, res) => {
+    const settings = { baseUrl: baseUrl(req), idleMinutes: config.roomIdleMs / 60_000, maxMinutes: config.roomMaxMs / 60_000 };
+    res.vary("Accept");
+    if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderLandingHtml(settings));
+    res.type("text/markdown; charset=utf-8").send(renderLandingMarkdown(settings));
   });
-  app.get("/join/:code", (req, res, next) => {
+  app.use(downloadRoutes(deps.publicDir ?? join(__dirname, "public"), publicLimiter));
+  app.get("/join/:code", async (req, res, next) => {
     const code = normalizeRoomCode(req.params.code);
     if (!code) return next(apiError("not_found", "This is not a duet room code."));
+    let room: { e2e: boolean };
+    try {
+      // Only whether the room is end-to-end encrypted; an unknown room gets the plain page.
+      room = (await store.describeRoom(code)) ?? { e2e: false };
+    } catch (error) {
+      return next(error);
+    }
     res.vary("Accept");
-    if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderJoinHtml(baseUrl(req), code));
-    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(baseUrl(req), code));
+    if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderJoinHtml(baseUrl(req), code, room));
+    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(baseUrl(req), code, room));
   });
 
   // ---- everything else -----------------------------------------------------------------
-  for (const [path, method] of Object.entries(ROOM_ENDPOINTS)) {
+  for (const [path, method] of Object.entries(ENDPOINT_METHODS)) {
     app.all(path, (_req, res, next) => {
       res.set("Allow", method === "GET" ? "GET, HEAD" : method);
       next(apiError("method_not_allowed", `Use ${method} ${path}.`));

@@ -30,10 +30,10 @@ export interface StoreWiring {
 
 /** Builds the store the configuration asks for: Redis when configured, else in-process. */
 export function createStore(config: Config): StoreWiring {
-  const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs };
+  const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs, endingKeepMs: config.roomEndingKeepMs };
   if (!config.redis) return { store: new MemoryRoomStore(lifetimes), connections: [] };
   const keys = new RedisKeys(config.redis.keyPrefix);
-  const { commands: client, subscriber } = createRedisConnections(config.redis);
+  const { commands: client, subscriber, acked, stop } = createRedisConnections(config.redis);
   const store = new RedisRoomStore({
     client,
     subscriber,
@@ -41,12 +41,15 @@ export function createStore(config: Config): StoreWiring {
     keyPrefix: config.redis.keyPrefix,
     lifetimes,
     operationTimeoutMs: config.redis.commandTimeoutMs,
+    writeAck: acked ? { client: acked, replicas: config.redis.writeAckReplicas, timeoutMs: config.redis.writeAckTimeoutMs } : undefined,
+    onClose: stop,
   });
   return {
     store,
     connections: [
       ["commands", client],
       ["subscriber", subscriber],
+      ...(acked ? [["acked-writes", acked] as [string, RedisClient]] : []),
     ],
     rateLimitStores: {
       requests: new FailOpenRedisRateLimitStore(client, keys.rateLimit("requests")),

@@ -6,8 +6,9 @@
 // readiness check would then happily talk to the wrong server). Instead redis-server binds
 // a candidate port itself: if the port is taken it exits and the next candidate is tried;
 // once it answers, `INFO server` must show the pid of the process we spawned, so we know
-// the port is held by our own child. Its directory is removed when it exits, however it
-// ends, and a test process that exits kills the servers it still has.
+// the port is held by our own child. Directories the fixture creates are removed at stop()
+// or when the test process exits, and a test process that exits kills the servers it
+// still has.
 import { spawn, type ChildProcess } from "node:child_process";
 import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
 import { Socket } from "node:net";
@@ -29,32 +30,79 @@ export const which = (bin: string) =>
     });
 
 /**
- * A candidate port for a server that must bind it itself: below Linux's ephemeral range
- * (32768-60999), so outgoing connections and `listen(0)` never take it. Only a candidate:
- * the server's own bind and an identity check decide.
+ * A candidate port for a server that must bind it itself (redis-server, redis-sentinel):
+ * below Linux's ephemeral range (32768-60999), so outgoing connections and `listen(0)`
+ * never take it. Only a candidate: the server's own bind and waitForProcess decide.
  */
 export const candidatePort = () => 20_000 + Math.floor(Math.random() * 12_000);
 
-/** The pid the redis-server on this port reports in `INFO server`, or undefined if none answers. */
-export const redisPid = (port: number) =>
-  new Promise<number | undefined>((resolve) => {
-    const socket = new Socket();
-    let reply = "";
-    const done = (pid: number | undefined) => {
-      socket.destroy();
-      resolve(pid);
-    };
-    socket.once("error", () => done(undefined));
-    socket.once("close", () => done(undefined)); // e.g. not a Redis server at all
-    socket.setTimeout(1000, () => done(undefined));
-    socket.connect(port, "127.0.0.1", () => socket.write("INFO server\r\n"));
+/**
+ * INFO of the server on a loopback port (one section), or undefined when nothing answers
+ * like Redis within a second. Lets a fixture check it reached the process it started
+ * (process_id), not whatever else holds the port.
+ */
+export const redisInfo = (port: number, section = "server") =>
+  new Promise<Record<string, string> | undefined>((resolve) => {
+    let buffer = "";
+    const socket = new Socket().once("error", () => resolve(undefined));
+    socket.once("close", () => resolve(undefined)); // e.g. not a Redis server at all
+    socket.setTimeout(1000, () => (socket.destroy(), resolve(undefined)));
+    socket.connect(port, "127.0.0.1", () => socket.write(`INFO ${section}\r\n`));
     socket.on("data", (data) => {
-      reply += data.toString();
-      if (reply.startsWith("-")) return done(undefined); // e.g. -LOADING: not ready yet
-      const match = /\r\nprocess_id:(\d+)\r\n/.exec(reply);
-      if (match) done(Number(match[1]));
+      buffer += data.toString();
+      const header = /^\$(\d+)\r\n/.exec(buffer);
+      if (!header) {
+        if (buffer.includes("\r\n")) (socket.destroy(), resolve(undefined)); // an error reply (e.g. LOADING)
+        return;
+      }
+      if (Buffer.byteLength(buffer) < header[0].length + Number(header[1])) return;
+      socket.destroy();
+      const fields: Record<string, string> = {};
+      for (const line of buffer.slice(header[0].length).split("\r\n")) {
+        const at = line.indexOf(":");
+        if (at > 0 && !line.startsWith("#")) fields[line.slice(0, at)] = line.slice(at + 1);
+      }
+      resolve(fields);
     });
   });
+
+/** Resolves once the process we spawned answers on its port (its own process_id in INFO). */
+export async function waitForProcess(child: ChildProcess, port: number, what: string, timeoutMs = 10_000): Promise<void> {
+  killOnExit(child);
+  for (const deadline = Date.now() + timeoutMs; ; await new Promise((r) => setTimeout(r, 50))) {
+    const info = await redisInfo(port);
+    if (info && Number(info.process_id) === child.pid) return;
+    if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`${what} failed to start on port ${port}${info ? ` (another process, pid ${info.process_id}, answers there)` : " (taken?)"}`);
+    }
+  }
+}
+
+const live = new Set<ChildProcess>();
+const ownDirs = new Set<string>();
+let exitHookInstalled = false;
+function installExitHook() {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  // A test worker that exits with servers still running must not leave them (or their
+  // directories) behind.
+  process.once("exit", () => {
+    for (const child of live) child.kill("SIGKILL");
+    for (const dir of ownDirs) rmSync(dir, { recursive: true, force: true });
+  });
+}
+/** SIGKILLs the child if this process exits first (a test worker that ends or is told to). */
+export function killOnExit(child: ChildProcess): void {
+  if (live.has(child)) return;
+  live.add(child);
+  child.once("exit", () => live.delete(child));
+  installExitHook();
+}
+function removeDir(dir: string) {
+  rmSync(dir, { recursive: true, force: true });
+  ownDirs.delete(dir);
+}
 
 export interface SpawnedRedis {
   port: number;
@@ -64,76 +112,47 @@ export interface SpawnedRedis {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-const live = new Set<ChildProcess>();
-let exitHookInstalled = false;
-/** SIGKILLs the child if this process exits first (a test worker that ends or is told to). */
-export function killOnExit(child: ChildProcess): void {
-  live.add(child);
-  child.once("exit", () => live.delete(child));
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  // A test worker that exits with servers still running must not leave them behind.
-  process.once("exit", () => {
-    for (const c of live) c.kill("SIGKILL");
-  });
+export interface SpawnOptions {
+  /** Reuse this data directory (a restart on the same port keeps nodes.conf, the AOF). Removed at stop. */
+  dir?: string;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /**
- * Starts redis-server with the given extra arguments; resolves once the process we spawned
- * answers on its port. With `port`, only that port is tried (a restart in place); without,
- * candidates are tried until one is free. An extra `--dir` is the caller's to remove;
- * otherwise the server gets its own directory, removed when it exits.
+ * Starts redis-server on a candidate port (or the one given: a restart in place) with the
+ * given extra arguments; resolves once the process it started answers there. A candidate
+ * that is taken makes redis-server exit, and the next one is tried; a given port gets a
+ * few tries. An extra `--dir` argument is the caller's to remove.
  */
-export async function spawnRedis(extraArgs: string[] = [], port?: number): Promise<SpawnedRedis> {
+export async function spawnRedis(extraArgs: string[] = [], port?: number, options: SpawnOptions = {}): Promise<SpawnedRedis> {
   const bin = which("redis-server");
   if (!bin) throw new Error("redis-server is not on PATH (node infra/scripts/test-prerequisites.mjs installs it)");
   const failures: string[] = [];
-  for (let attempt = 1; attempt <= 20; attempt++) {
+  for (let attempt = 1; ; attempt++) {
     const chosenPort = port ?? candidatePort();
-    const started = await startOnce(bin, extraArgs, chosenPort);
-    if ("redis" in started) return started.redis;
-    failures.push(`port ${chosenPort}: ${started.failure}`);
-    if (port !== undefined && attempt >= 5) break; // a fixed port: a few tries, then give up
-    if (port !== undefined) await sleep(200);
-  }
-  throw new Error(`redis-server did not start:\n${failures.join("\n")}`);
-}
-
-async function startOnce(bin: string, extraArgs: string[], port: number): Promise<{ redis: SpawnedRedis } | { failure: string }> {
-  const dir = mkdtempSync(join(tmpdir(), "duet-redis-"));
-  const child = spawn(bin, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...extraArgs], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  killOnExit(child);
-  let output = "";
-  const keep = (data: Buffer) => void (output = (output + data.toString()).slice(-4000));
-  child.stdout!.on("data", keep);
-  child.stderr!.on("data", keep);
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  void exited.then(() => rmSync(dir, { recursive: true, force: true }));
-  const gone = () => child.exitCode !== null || child.signalCode !== null;
-  for (const deadline = Date.now() + 10_000; ; await sleep(50)) {
-    if (gone()) return { failure: `exited (${child.exitCode ?? child.signalCode}): ${lastLines(output)}` };
-    const pid = await redisPid(port);
-    if (pid === child.pid && !gone()) break;
-    if (Date.now() > deadline) {
-      child.kill("SIGKILL");
-      await exited;
-      return { failure: pid === undefined ? "no answer within 10 s" : `answered by another process (pid ${pid})` };
+    const dir = options.dir ?? mkdtempSync(join(tmpdir(), "duet-redis-"));
+    ownDirs.add(dir);
+    installExitHook();
+    try {
+      return await startOn(bin, chosenPort, dir, extraArgs);
+    } catch (error) {
+      if (!options.dir) removeDir(dir);
+      failures.push((error as Error).message);
+      if (attempt >= (port === undefined ? 20 : 5)) throw new Error(`redis-server did not start:\n${failures.join("\n")}`);
+      if (port !== undefined) await new Promise((r) => setTimeout(r, 200));
     }
   }
-  // Nobody reads the log after start: let it drain so a chatty server never blocks.
-  child.stdout!.removeListener("data", keep).resume();
-  child.stderr!.removeListener("data", keep).resume();
-  const stop = (signal: NodeJS.Signals = "SIGTERM") =>
-    new Promise<void>((resolve) => {
-      if (gone()) return resolve();
-      child.once("exit", () => resolve());
-      child.kill(signal);
-    }).then(() => rmSync(dir, { recursive: true, force: true }));
-  return { redis: { port, url: `redis://127.0.0.1:${port}`, dir, process: child, stop } };
 }
 
-const lastLines = (text: string) => text.trim().split("\n").slice(-3).join(" | ") || "(no output)";
+async function startOn(bin: string, chosenPort: number, dir: string, extraArgs: string[]): Promise<SpawnedRedis> {
+  const child = spawn(bin, ["--port", String(chosenPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...extraArgs], {
+    stdio: "ignore",
+  });
+  await waitForProcess(child, chosenPort, "redis-server");
+  const stop = (signal: NodeJS.Signals = "SIGTERM") =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once("exit", () => resolve());
+      child.kill(signal);
+    }).finally(() => removeDir(dir));
+  return { port: chosenPort, url: `redis://127.0.0.1:${chosenPort}`, dir, process: child, stop };
+}

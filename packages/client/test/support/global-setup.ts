@@ -26,6 +26,9 @@ export default function globalSetup(): void {
     ["protocol", "dist/index.js"],
     ["server", "dist/main.js"],
     ["client", "dist/cli/main.js"],
+    ["client", "dist/bundle/duet.cjs"],
+    // The server's build copies the client's bundle and skill in, to serve them.
+    ["server", "dist/public/duet.cjs"],
   ].filter(([pkg, output]) => isStale(pkg!, output!));
   if (stale.length === 0) return;
   // Building protocol first matters: server and client compile against its sources, but run its dist.

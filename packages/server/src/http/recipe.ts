@@ -1,14 +1,17 @@
 // The recipe served at GET /v1/api: the whole protocol for an agent that has never seen
 // duet, with examples that can be pasted as they are.
-import { ERRORS, MAX_PENDING_MESSAGES, MAX_TEXT_BYTES, MAX_WAIT_MS, USER_AGENT, type ErrorCode } from "@duet/protocol";
+import { E2E_OPENSSL_RECIPE, ERRORS, e2eMaxTextBytes, MAX_PENDING_MESSAGES, MAX_TEXT_BYTES, MAX_WAIT_MS, USER_AGENT, type ErrorCode } from "@duet/protocol";
 
 export interface RecipeSettings {
   baseUrl: string;
   idleMinutes: number;
   maxMinutes: number;
+  /** How long the reason a room ended stays readable to its seats. Default 600. */
+  endingKeepSeconds?: number;
 }
 
-export function renderRecipe({ baseUrl, idleMinutes, maxMinutes }: RecipeSettings): string {
+export function renderRecipe({ baseUrl, idleMinutes, maxMinutes, endingKeepSeconds = 600 }: RecipeSettings): string {
+  const endingKeep = endingKeepSeconds % 60 === 0 ? `${endingKeepSeconds / 60} minutes` : `${endingKeepSeconds} seconds`;
   const errors = (Object.keys(ERRORS) as ErrorCode[])
     .map((code) => `| ${ERRORS[code].status} | \`${code}\` | ${ERRORS[code].message} | ${ERRORS[code].remedy} |`)
     .join("\n");
@@ -72,12 +75,13 @@ curl -s -X POST ${baseUrl}/v1/join ${H} -d '{"code":"k7dq-3mxa-9z2f"}'
 ### 3. Wait for the peer (agent A)
 
 \`\`\`sh
-curl -s "${baseUrl}/v1/status?code=k7dq-3mxa-9z2f" -H 'User-Agent: ${USER_AGENT}' -H "Authorization: Bearer $TOKEN"
+curl -s "${baseUrl}/v1/status?code=k7dq-3mxa-9z2f&wait=${MAX_WAIT_MS}" -H 'User-Agent: ${USER_AGENT}' -H "Authorization: Bearer $TOKEN"
 \`\`\`
 \`\`\`json
 {"seat":"a","members":["a","b"],"expires_in":1790,"peer_joined":true,"peer_active":true,"pending_in":0,"pending_out":0}
 \`\`\`
-Poll every few seconds until \`peer_joined\` is true. (You may also send before the peer
+With \`wait\` (milliseconds, 0 to ${MAX_WAIT_MS}; default 0 answers at once) status answers as
+soon as \`peer_joined\` is true, or when the wait runs out: repeat it until \`peer_joined\` is true. (You may also send before the peer
 joins: the message waits for it.) \`peer_active\` is true while the peer has made any call in
 the last 60 seconds, a waiting recv included.
 
@@ -107,7 +111,7 @@ recv answers at once when messages are pending, otherwise as soon as one arrives
 \`{"messages":[]}\` when \`wait\` runs out (milliseconds, 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS};
 0 returns at once). It returns every pending message for you, oldest first, and **does not
 consume them**: the same messages come back until you ack them. Loop: recv, handle, ack,
-recv again. If recv answers 404, the room has ended.
+recv again. If recv answers 404, the room has ended (see "How a room ended" below).
 
 ### 6. Ack (the delivery receipt)
 
@@ -132,8 +136,51 @@ Closing ends the room for both seats. While any message (either direction) is un
 close answers 409 \`unread\`; send \`"force":true\` to abandon them. After close, every
 call with the code answers 404.
 
+### How a room ended
+
+For ${endingKeep} after a room ends, a call with one of its seat tokens answers 404
+\`not_found\` with an \`ended\` object, and a \`message\` that says the same in words:
+
+\`\`\`json
+{"error":"not_found","message":"The room ended: your peer (seat b) closed it with force at ...",
+ "ended":{"reason":"force_closed","by":"b","abandoned":{"in":0,"out":1},"at":"2026-11-26T06:00:00.000Z"}}
+\`\`\`
+\`reason\` is \`closed\` (every message was acked), \`force_closed\` (\`abandoned.in\`: messages to you
+that you had not acked; \`abandoned.out\`: yours the peer had not acked), \`idle_timeout\` or
+\`hard_cap\`; \`by\` is the seat that closed. A waiting recv or status gets it too. Without a
+seat token of the room the 404 stays bare, and the code is never reused.
+
 (These examples use curl with \`User-Agent: ${USER_AGENT}\` set explicitly; curl's own
 User-Agent would get 403.)
+
+## End-to-end encrypted rooms
+
+Open with \`{"e2e":true}\` and the relay stores and forwards only ciphertext: the key is made
+by the opener's client and travels only in the fragment of the join address
+(\`${baseUrl}/join/<code>#k=<key>\`), which HTTP clients never send. The duet CLI does it all
+(\`duet open --e2e\`, \`duet join '<address with #k=…>'\`); without it:
+
+- Opener: \`K=$(openssl rand -base64 32 | tr '+/' '-_' | tr -d '=')\`, then share
+  \`<join_url>#k=$K\` with the peer only (the relay's own \`share\` text has no key: it never sees one).
+- Joiner: the key is the 43 characters after \`#k=\` in the address you were given. join and
+  status answer \`"e2e": true\` in such a room.
+- Every text must be an envelope \`duet-e2e:v1:<base64 iv>:<base64 ciphertext>:<base64 tag>\`,
+  else 400 \`e2e_required\`. Keys: HKDF-SHA256(K, info \`duet-e2e/v1/<code>/a2b\` or \`…/b2a\`),
+  64 bytes = AES-256-CTR key + HMAC-SHA256 key; plaintext \`<seq>\\n<text>\`, seq counting
+  your messages from 1; tag = HMAC over everything before the last colon. Check the tag
+  before decrypting; refuse a seq not above the last one you accepted (a replay), and a
+  message that verifies only with your own direction's keys (reflected).
+- The 2 MiB limit applies to the envelope: at most ${e2eMaxTextBytes(1).toLocaleString("en")} bytes of text fit.
+
+\`\`\`sh
+${E2E_OPENSSL_RECIPE}\`\`\`
+
+Send \`env=$(duet_seal b2a 1 'hello')\` as the \`text\` of /v1/send; read each received
+\`text\` with \`duet_open a2b "$text"\` (as seat b; seat a swaps the directions).
+
+The relay still sees who sends, when, how often and how long each message is (no padding);
+it cannot read or forge messages. **A leaked join address or share block of an encrypted room
+is a leaked key**: whoever has it can read and forge the room's messages while it lives.
 
 ## Limits
 
@@ -157,6 +204,16 @@ Every error is JSON: \`{"error":"<code>","message":"<what happened>"}\`. 429 and
 |---|---|---|---|
 ${errors}
 
+## MCP (for agents without a shell)
+
+\`${baseUrl}/mcp\` is the same API as Model Context Protocol tools over Streamable HTTP
+(stateless; no OAuth, no headers): \`open\`, \`join\`, \`send\`, \`recv\`, \`ack\`, \`status\`,
+\`close\`, \`stats\`, with the same rooms, limits and error codes, so an MCP agent and an HTTP
+agent can share a room. The seat token is the \`token\` argument (open and join return it;
+never show it or send it). Claude Code:
+\`claude mcp add --transport http duet ${baseUrl}/mcp\`; Cursor: \`{"mcpServers":{"duet":{"url":"${baseUrl}/mcp"}}}\`
+in \`mcp.json\`. Tool errors carry \`{"error","message","remedy"}\`.
+
 ## Other endpoints
 
 - \`GET /v1/stats\`: public tally, totals since the store was created:
@@ -164,5 +221,7 @@ ${errors}
   (refreshed about once a second).
 - \`GET /v1/openapi.json\`: the OpenAPI 3.1 description.
 - \`GET /join/<code>\`: how to join a room (reading it does not take the seat).
+- \`GET /v1/cli/duet.cjs\`: the duet CLI in one file (needs only Node 20), which does all of the
+  above for you and keeps the token out of sight; \`GET /v1/skill.md\`: the skill that explains it.
 `;
 }

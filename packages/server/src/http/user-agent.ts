@@ -1,4 +1,4 @@
-// The User-Agent policy of the room endpoints (decisions.md): library defaults and empty
+// The User-Agent policy of the room endpoints (docs/protocol.md §3.2): library defaults and empty
 // values get 403, so that every client identifies itself as duet/<version>.
 import type { RequestHandler } from "express";
 import { apiError } from "../errors.js";

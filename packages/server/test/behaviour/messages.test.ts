@@ -1,5 +1,5 @@
 // Messages: send, recv (never consumes), ack (deletes), idempotency and the mailbox limits
-// (relay-spec "Message" table, decisions.md "Behaviour").
+// (docs/protocol.md §6 "Messages", §7 "Idempotency", §8 "Limits").
 import { MAX_PENDING_BYTES, MAX_TEXT_BYTES } from "@duet/protocol";
 import { forEachTarget } from "../support/targets";
 

@@ -1,7 +1,7 @@
 // Property-based: random sequences of operations from both seats (send with and without
 // keys, recv, ack of real and unknown ids, status, close with and without force, join
 // again) run against the relay on the in-process store and on Redis, and are compared step
-// by step with a small pure model of the spec (relay-spec.md + decisions.md). Ids are
+// by step with a small pure model of the spec (docs/protocol.md §5 to §8). Ids are
 // opaque: the model maps its own message numbers to the ids the relay returned.
 import fc from "fast-check";
 import { MAX_PENDING_BYTES, MAX_PENDING_MESSAGES } from "@duet/protocol";

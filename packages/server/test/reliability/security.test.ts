@@ -2,7 +2,7 @@
 // /v1/stats, error bodies, Redis); token comparison does not leak timing; no CORS for
 // unknown origins; X-Forwarded-For only through a configured trusted proxy; headers and
 // bodies at and beyond their limits; slow senders do not block others. The entropy of
-// codes against the join rate limit is worked out in README.md beside this file.
+// codes against the join rate limit is worked out in docs/security.md.
 import { connect, type Socket } from "node:net";
 import { Redis } from "ioredis";
 import { MAX_BODY_BYTES, MAX_TEXT_BYTES } from "@duet/protocol";

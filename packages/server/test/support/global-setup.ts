@@ -6,6 +6,7 @@ import { join } from "node:path";
 declare global {
   var __TEST_REDIS_STOP__: (() => Promise<void>) | undefined;
   var __TEST_CLUSTER_STOP__: (() => Promise<void>) | undefined;
+  var __TEST_SENTINEL_STOP__: (() => Promise<void>) | undefined;
 }
 
 async function startContainer() {
@@ -18,7 +19,16 @@ export default async function globalSetup() {
   // The black-box target runs the built server: build it from the current source (~2 s).
   // (the shared fixtures too: jest loads this file without its module mapping).
   execFileSync("pnpm", ["--filter", "@duet/server...", "--filter", "@duet/testkit", "build"], { cwd: join(__dirname, "../../../.."), stdio: "ignore" });
-  const { spawnCluster, spawnRedis, which } = await import("@duet/testkit");
+  const { spawnCluster, spawnRedis, spawnSentinelTopology, which } = await import("@duet/testkit");
+  // The Sentinel target: REDIS_SENTINELS (+ REDIS_SENTINEL_NAME) if set, else a master, two
+  // replicas and three sentinels spawned here. down-after 10 s: no failover is wanted
+  // here, and a loaded CI machine must not fake one.
+  if (!process.env.REDIS_SENTINELS) {
+    const topology = await spawnSentinelTopology({ downAfterMs: 10_000 });
+    process.env.REDIS_SENTINELS = topology.sentinels;
+    process.env.REDIS_SENTINEL_NAME = topology.name;
+    globalThis.__TEST_SENTINEL_STOP__ = topology.stop;
+  }
   // The cluster targets: REDIS_CLUSTER_NODES if set, else three masters spawned here.
   if (!process.env.REDIS_CLUSTER_NODES) {
     const cluster = await spawnCluster(3);

@@ -1,3 +1,3 @@
 export default async function globalTeardown() {
-  await Promise.all([globalThis.__TEST_REDIS_STOP__?.(), globalThis.__TEST_CLUSTER_STOP__?.()]);
+  await Promise.all([globalThis.__TEST_REDIS_STOP__?.(), globalThis.__TEST_CLUSTER_STOP__?.(), globalThis.__TEST_SENTINEL_STOP__?.()]);
 }

