@@ -44,7 +44,7 @@ function startHarness(): Promise<Ready> {
     detached: true, // own process group: the fallback kill reaches every child
     stdio: ["ignore", "pipe", "pipe"],
     // A long fallback re-check, so a prompt wake-up can only come from Redis pub/sub.
-    env: { ...process.env, SHUTDOWN_DRAIN_SECONDS: "1", LOG_LEVEL: "warn", WAKE_RECHECK_SECONDS: "60" },
+    env: { ...process.env, SHUTDOWN_DRAIN_SECONDS: "1", WAKE_RECHECK_SECONDS: "60" },
   });
   harness = child;
   harnessExit = new Promise((r) => child.once("exit", (code) => r(code)));

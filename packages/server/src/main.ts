@@ -122,13 +122,14 @@ async function main(): Promise<void> {
   }
   const logger = createLogger(config.logLevel);
   const relay = await startRelay(config, logger);
-  logger.info({ url: relay.url, store: relay.store.kind }, "listening");
-  // Whoever started us (a supervisor, a test) learns the URL now, not at the next 4 KiB;
-  // after that, buffered lines reach stdout within a second.
-  logger.flush();
-  setInterval(() => logger.flush(), 1000).unref();
+  // Installed before "listening" is logged: whoever waits for that line may signal at once.
+  // Ctrl-C under `pnpm start` reaches the relay twice (from the terminal, and forwarded by
+  // pnpm): a repeated signal must not cut the drain short (the drain has its own bound).
+  let stopping = false;
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
-    process.once(signal, () => {
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
       relay.shutdown().then(
         () => logger.flush(() => process.exit(0)),
         (error) => {
@@ -138,6 +139,11 @@ async function main(): Promise<void> {
       );
     });
   }
+  logger.info({ url: relay.url, store: relay.store.kind }, "listening");
+  // Whoever started us (a supervisor, a test) learns the URL now, not at the next 4 KiB;
+  // after that, buffered lines reach stdout within a second.
+  logger.flush();
+  setInterval(() => logger.flush(), 1000).unref();
 }
 
 if (require.main === module) {

@@ -1,6 +1,7 @@
 // A real local Redis Cluster for tests: masters (and optionally one replica each) spawned
-// from redis-server on free ports, joined with redis-cli --cluster create. Helpers read the
-// topology and force failovers (CLUSTER FAILOVER on a replica, SIGKILL of a master).
+// by spawnRedis (each verified on its own port), joined with redis-cli --cluster create.
+// Helpers read the topology and force failovers (CLUSTER FAILOVER on a replica, SIGKILL
+// of a master).
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { Redis } from "ioredis";

@@ -1,5 +1,5 @@
 // A real local Sentinel topology for tests: a master, its replicas and three sentinels,
-// all redis-server processes on free ports (Sentinel mode is `redis-server <conf> --sentinel`).
+// all redis-server processes, each verified on its own port (Sentinel mode is `redis-server <conf> --sentinel`).
 // Each sentinel gets its own writable config file (Sentinel rewrites it) in its own temp
 // dir, removed at stop. Helpers find the current master and force failovers.
 import { spawn, type ChildProcess } from "node:child_process";
@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { freePort, redisInfo, spawnRedis, waitForProcess, which, type SpawnedRedis } from "./redis-server.js";
+import { candidatePort, redisInfo, spawnRedis, waitForProcess, which, type SpawnedRedis } from "./redis-server.js";
 
 export interface SentinelOptions {
   replicas?: number;
@@ -134,7 +134,7 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
       sentinelDirs.push(dir);
       const conf = join(dir, "sentinel.conf");
       for (let attempt = 1; ; attempt++) {
-        const port = await freePort();
+        const port = candidatePort();
         writeFileSync(
           conf,
           [
@@ -154,7 +154,7 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
           sentinelProcesses.push({ port, process: child });
           break;
         } catch (error) {
-          if (attempt >= 3) throw error;
+          if (attempt >= 20) throw error;
         }
       }
     }

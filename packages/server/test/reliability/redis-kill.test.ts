@@ -3,7 +3,9 @@
 // several rooms send with idempotency keys and retry unknown outcomes; the history checker
 // then counts acknowledged sends lost, duplicates and requests hung past wait + 2 s.
 // DUET_SOAK=1 runs more rooms, messages and kills.
-import { rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { checkHistory, History } from "../support/history";
 import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
@@ -28,13 +30,14 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
   const persistence = ["--appendonly", "yes", "--appendfsync", fsync];
 
   beforeAll(async () => {
-    redis = await spawnRedis(persistence);
-    dataDir = redis.dir;
+    // The data directory outlives each killed server, so it is ours, not the fixture's.
+    dataDir = mkdtempSync(join(tmpdir(), "duet-redis-aof-"));
+    redis = await spawnRedis([...persistence, "--dir", dataDir]);
     target = await startTarget("redis-3-nodes", { REDIS_URL: redis.url, REDIS_COMMAND_TIMEOUT_MS: "1000" });
   });
   afterAll(async () => {
     await target?.close();
-    redis?.process.kill("SIGKILL");
+    await redis?.stop("SIGKILL");
     rmSync(dataDir, { recursive: true, force: true });
   });
 

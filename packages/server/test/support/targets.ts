@@ -11,6 +11,7 @@ import { loadConfig, type Config } from "../../src/config";
 import { createLogger } from "../../src/logger";
 import { startRelay, type RunningRelay } from "../../src/main";
 import { TestClient } from "./http-client";
+import { killOnExit } from "@duet/testkit";
 
 export type TargetKind = "memory" | "redis" | "redis-3-nodes" | "cluster" | "cluster-3-nodes" | "sentinel" | "process";
 
@@ -87,6 +88,7 @@ const MAIN_JS = join(__dirname, "../../dist/main.js");
 async function startProcessTarget(env: Record<string, string>): Promise<RelayTarget> {
   if (!existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: run 'pnpm build' first`);
   const child = spawn(process.execPath, [MAIN_JS], { env: { PATH: process.env.PATH!, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  killOnExit(child);
   let output = "";
   child.stdout.on("data", (chunk) => (output += chunk));
   child.stderr.on("data", (chunk) => (output += chunk));
