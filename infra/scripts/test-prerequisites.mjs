@@ -21,6 +21,15 @@ const PREREQUISITES = [
   { name: "redis-server", bin: "redis-server", apt: ["redis-server"], why: "every Redis-backed test spawns its own redis-server" },
   { name: "redis-cli", bin: "redis-cli", apt: ["redis-tools"], why: "the Redis Cluster tests join their nodes with redis-cli" },
   { name: "nginx", bin: "nginx", apt: ["nginx"], why: "the topology test puts nginx in front of three relays" },
+  // DUET_BROWSER_TESTS=off / DUET_COMPOSE_TEST=off leave those tests out, and so these.
+  ...(process.env.DUET_BROWSER_TESTS === "off"
+    ? []
+    : [{ name: "chromium", bin: "chromium", apt: ["chromium"], why: "the browser test renders the landing and join pages headless", present: () => Boolean(process.env.CHROMIUM_PATH) || which("chromium") !== undefined }]),
+  // The engine itself is started, and the base images made, by the compose test's own set-up
+  // (packages/deploy-tests/docker/docker-env.sh), which also says so in one line each.
+  ...(process.env.DUET_COMPOSE_TEST === "off"
+    ? []
+    : [{ name: "a Docker engine", bin: "dockerd", apt: ["docker.io", "iptables"], why: "the compose test builds the image and runs docker-compose.yml" }]),
 ];
 
 export function which(bin) {
