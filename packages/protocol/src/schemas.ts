@@ -58,15 +58,16 @@ export const SendRequest = z.strictObject({
   text: MessageText,
   idempotency_key: IdempotencyKey.optional(),
 });
+/** A long-poll's `wait` query parameter: whole milliseconds, 0 to MAX_WAIT_MS. */
+const WaitQuery = z
+  .string()
+  .regex(/^[0-9]{1,6}$/, "wait must be a whole number of milliseconds")
+  .transform(Number)
+  .pipe(z.number().int().min(0).max(MAX_WAIT_MS, `wait must be at most ${MAX_WAIT_MS}`))
+  .optional();
 export const RecvQuery = z.strictObject({
   code: RoomCode,
-  wait: z
-    .string()
-    .regex(/^[0-9]{1,6}$/, "wait must be a whole number of milliseconds")
-    .transform(Number)
-    .pipe(z.number().int().min(0).max(MAX_WAIT_MS, `wait must be at most ${MAX_WAIT_MS}`))
-    .optional()
-    .describe(`Milliseconds to wait for a message: 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}.`),
+  wait: WaitQuery.describe(`Milliseconds to wait for a message: 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}.`),
 });
 export const AckRequest = z.strictObject({
   code: RoomCode,
@@ -74,16 +75,10 @@ export const AckRequest = z.strictObject({
 });
 export const StatusQuery = z.strictObject({
   code: RoomCode,
-  wait: z
-    .string()
-    .regex(/^[0-9]{1,6}$/, "wait must be a whole number of milliseconds")
-    .transform(Number)
-    .pipe(z.number().int().min(0).max(MAX_WAIT_MS, `wait must be at most ${MAX_WAIT_MS}`))
-    .optional()
-    .describe(
-      `Milliseconds to wait for the peer to join: 0 to ${MAX_WAIT_MS}, default 0 (answer at once). ` +
-        "The answer comes as soon as peer_joined is true, the room ends (404) or the wait runs out.",
-    ),
+  wait: WaitQuery.describe(
+    `Milliseconds to wait for the peer to join: 0 to ${MAX_WAIT_MS}, default 0 (answer at once). ` +
+      "The answer comes as soon as peer_joined is true, the room ends (404) or the wait runs out.",
+  ),
 });
 export const CloseRequest = z.strictObject({
   code: RoomCode,

@@ -7,14 +7,7 @@
 local seat, failure = seat_of(ARGV[1])
 if not seat then return {failure} end
 local now = now_ms()
-local expires_in
-if ARGV[3] == '1' then
-  local expires_at = touch(seat, now, tonumber(ARGV[2]))
-  expire_room(expires_at)
-  expires_in = expires_at - now
-else
-  expires_in = redis.call('PTTL', KEYS[1])
-end
+local expires_in = read_expiry(seat, now, tonumber(ARGV[2]), ARGV[3])
 local reply = {seat, expires_in}
 local ids = redis.call('LRANGE', inbox_of(seat), 0, -1)
 if #ids > 0 then

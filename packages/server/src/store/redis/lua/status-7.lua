@@ -10,14 +10,7 @@
 local seat, failure = seat_of(ARGV[1])
 if not seat then return {failure} end
 local now = now_ms()
-local expires_in
-if ARGV[4] == '1' then
-  local expires_at = touch(seat, now, tonumber(ARGV[2]))
-  expire_room(expires_at)
-  expires_in = expires_at - now
-else
-  expires_in = redis.call('PTTL', KEYS[1])
-end
+local expires_in = read_expiry(seat, now, tonumber(ARGV[2]), ARGV[4])
 local peer = peer_of(seat)
 local fields = redis.call('HMGET', KEYS[1], 'tb', 'seen_' .. peer, 'e2e')
 local peer_joined = 0

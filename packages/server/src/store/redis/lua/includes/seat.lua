@@ -55,3 +55,15 @@ local function expire_room(expires_at)
   local keep = tonumber(redis.call('HGET', KEYS[7], 'keep')) or 0
   redis.call('PEXPIREAT', KEYS[7], expires_at + keep)
 end
+
+-- A read that may count as activity: with counts '1' it touches the seat and moves the
+-- room's expiry; with '0' (a waiting call re-reading) it leaves both alone, so a waiter never
+-- keeps an idle room alive. Returns ms until the room expires.
+local function read_expiry(seat, now, idle_ms, counts)
+  if counts == '1' then
+    local expires_at = touch(seat, now, idle_ms)
+    expire_room(expires_at)
+    return expires_at - now
+  end
+  return redis.call('PTTL', KEYS[1])
+end
