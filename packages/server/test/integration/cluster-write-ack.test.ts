@@ -17,13 +17,25 @@ async function slotOf(port: number, key: string): Promise<number> {
   }
 }
 
+/**
+ * As a client does: retries a call that answered 503 (a replica slow to confirm on a loaded
+ * machine), with the same idempotency key where it has one. Any other answer is returned.
+ */
+async function retried503<T extends { status: number }>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    const reply = await call();
+    if (reply.status !== 503 || attempt >= 20) return reply;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
   let cluster: SpawnedCluster;
   let target: RelayTarget;
   beforeAll(async () => {
     // Node timeout 15 s: a replica stopped for a moment is not failed over or forgotten.
     cluster = await spawnCluster(3, { replicas: 1, nodeTimeoutMs: 15_000 });
-    target = await startTarget("cluster", { REDIS_CLUSTER_NODES: cluster.seeds, REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "300" });
+    target = await startTarget("cluster", { REDIS_CLUSTER_NODES: cluster.seeds, REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "1000" });
   }, 60_000);
   afterAll(async () => {
     await target?.close();
@@ -39,10 +51,17 @@ describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
       return view.find((n) => n.role === "master" && n.slots.some(([from, to]) => slot >= from && slot <= to))!;
     };
     // Two rooms on two different masters.
-    const first = await client.pairedRoom();
+    const pairedRoom = async () => {
+      const opened = await retried503(() => client.open());
+      expect(opened.status).toBe(200);
+      const joined = await retried503(() => client.join(opened.body.code));
+      expect(joined.status).toBe(200);
+      return { code: opened.body.code as string, a: opened.body.token as string, b: joined.body.token as string };
+    };
+    const first = await pairedRoom();
     const firstMaster = await masterOf(first.code);
-    let other = await client.pairedRoom();
-    while ((await masterOf(other.code)).port === firstMaster.port) other = await client.pairedRoom();
+    let other = await pairedRoom();
+    while ((await masterOf(other.code)).port === firstMaster.port) other = await pairedRoom();
     const replica = view.find((n) => n.role === "replica" && n.masterId === firstMaster.id)!;
     const replicaProcess = cluster.nodes.find((n) => n.port === replica.port)!.process;
 
@@ -51,14 +70,14 @@ describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
     try {
       refused = await client.send(first.code, first.a, "needs its replica", "k1");
       // Another master's replica confirms its own master's writes.
-      expect((await client.send(other.code, other.a, "elsewhere", "k1")).status).toBe(200);
+      expect((await retried503(() => client.send(other.code, other.a, "elsewhere", "k1"))).status).toBe(200);
     } finally {
       replicaProcess.kill("SIGCONT");
     }
     expect(refused.status).toBe(503);
     expect(refused.body.error).toBe("unavailable");
     await cluster.waitHealthy(1);
-    const retried = await client.send(first.code, first.a, "needs its replica", "k1");
+    const retried = await retried503(() => client.send(first.code, first.a, "needs its replica", "k1"));
     expect(retried.status).toBe(200);
     const inbox = await client.recv(first.code, first.b, 0);
     expect(inbox.body.messages.map((m: { id: string; text: string }) => [m.id, m.text])).toEqual([[retried.body.id, "needs its replica"]]);
