@@ -233,6 +233,7 @@ export class RedisRoomStore implements RoomStore {
   }
 
   async close(): Promise<void> {
+    this.wakeups.stop?.();
     const connections = this.subscriber ? [this.client, this.subscriber] : [this.client];
     await Promise.all(connections.map((connection) => connection.quit().catch(() => connection.disconnect())));
   }
