@@ -68,6 +68,18 @@ export const RecvQuery = z.strictObject({
     .optional()
     .describe(`Milliseconds to wait for a message: 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}.`),
 });
+export const StreamQuery = z.strictObject({
+  code: RoomCode,
+  after: z
+    .string()
+    .regex(/^[0-9]{1,15}$/, "after must be a message id (digits)")
+    .optional()
+    .describe("Resume after this message id: only later messages are sent (the Last-Event-ID header does the same)."),
+  format: z.enum(["sse", "ndjson"]).optional().describe("sse (default): Server-Sent Events; ndjson: one JSON object per line."),
+});
+/** Why a stream ended (its last event). */
+export const STREAM_END_REASONS = ["gone", "replaced", "shutdown"] as const;
+export type StreamEndReason = (typeof STREAM_END_REASONS)[number];
 export const AckRequest = z.strictObject({
   code: RoomCode,
   ids: z.array(MessageId).max(MAX_ACK_IDS, `ids may list at most ${MAX_ACK_IDS} ids`),

@@ -8,6 +8,7 @@ import type { Config } from "./config.js";
 import { apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { RelayMetrics } from "./metrics.js";
+import { OpenStreams } from "./realtime/streams.js";
 import { WaitingRecvs } from "./realtime/wait-for-messages.js";
 import { CachedTally } from "./store/cached-tally.js";
 import type { RoomStore, StoreTally } from "./store/room-store.js";
@@ -19,6 +20,7 @@ import { rateLimiter } from "./http/rate-limit.js";
 import { renderRecipe } from "./http/recipe.js";
 import { requestLog } from "./http/request-log.js";
 import { ROOM_ENDPOINTS, roomRoutes } from "./http/room-routes.js";
+import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
 import type { Store } from "express-rate-limit";
 
@@ -38,7 +40,7 @@ export interface AppDeps {
 
 export interface DuetApp extends Express {
   /** Every waiting recv of this app, for shutdown. */
-  locals: Express["locals"] & { waitingRecvs: WaitingRecvs; metrics: RelayMetrics };
+  locals: Express["locals"] & { waitingRecvs: WaitingRecvs; streams: OpenStreams; metrics: RelayMetrics };
 }
 
 export function createApp(deps: AppDeps): DuetApp {
@@ -46,8 +48,10 @@ export function createApp(deps: AppDeps): DuetApp {
   const app = express() as DuetApp;
   const waitingRecvs = new WaitingRecvs(store);
   app.locals.waitingRecvs = waitingRecvs;
+  const streams = new OpenStreams(store, config.wakeRecheckMs);
+  app.locals.streams = streams;
   const cachedTally = new CachedTally(store, config.statsCacheMs);
-  const metrics = new RelayMetrics({ waitingRecvs: () => waitingRecvs.size, tally: () => cachedTally.read(), processMetrics: deps.processMetrics });
+  const metrics = new RelayMetrics({ waitingRecvs: () => waitingRecvs.size, openStreams: () => streams.size, tally: () => cachedTally.read(), processMetrics: deps.processMetrics });
   app.locals.metrics = metrics;
 
   app.disable("x-powered-by");
@@ -71,6 +75,7 @@ export function createApp(deps: AppDeps): DuetApp {
     deps.rateLimitStores?.rooms,
   );
   app.use(roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckMs: config.wakeRecheckMs, roomLimiter }));
+  app.use(streamRoute(streams));
 
   // ---- public: any User-Agent ----------------------------------------------------------
   app.get("/healthz", (_req, res) => void res.json({ ok: true }));

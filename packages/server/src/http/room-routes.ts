@@ -162,4 +162,5 @@ export const ROOM_ENDPOINTS: Record<string, "GET" | "POST"> = {
   "/v1/ack": "POST",
   "/v1/status": "GET",
   "/v1/close": "POST",
+  "/v1/stream": "GET",
 };

@@ -2,13 +2,13 @@
 // the room's end (404), or the wait running out (empty list). Shared by both stores.
 import type { InboxSnapshot, RoomStore, SeatCredentials, WakeEvent } from "../store/room-store.js";
 
-type WakeReason = "wake" | "timer" | "aborted" | "drained";
+export type WakeReason = "wake" | "timer" | "aborted" | "drained";
 
 /** How often a recv re-reads when it could not subscribe to wake-ups. */
 const UNSUBSCRIBED_RECHECK_MS = 1000;
 
 /** One waiting recv: collects wake-ups so none is lost between a read and the next wait. */
-class Waiter {
+export class Waiter {
   private pendingWake = false;
   private pendingFinal?: WakeReason;
   private resolve?: (reason: WakeReason) => void;
