@@ -69,8 +69,9 @@ export function streamRoute(streams: OpenStreams): Router {
       "content-encoding": "identity",
     });
     res.flushHeaders();
-    // An opening comment: the client knows the stream is up, proxies see bytes at once.
-    if (format === "sse") res.write(": duet stream\n\n");
+    // A first byte at once: the client knows the stream is up and not held by a buffering
+    // proxy (SSE: a comment; NDJSON: a space, JSON whitespace that makes no line).
+    res.write(format === "sse" ? ": duet stream\n\n" : " ");
     const sink = format === "ndjson" ? ndjsonSink(res) : sseSink(res);
     try {
       await streams.serve(prepared, after, sink, abandoned.signal);
