@@ -86,7 +86,10 @@ async function main(): Promise<void> {
   const redis = await startRedis();
   const env = duetEnv(redis.url, extraEnv);
   const node = await startServer(`duet idle ${mode}`, "duet-node.js", { env });
-  const other = latencySamples > 0 ? await startServer("duet sender", "duet-node.js", { env, cpu: LOAD_CPU }) : undefined;
+  // Rooms are opened (and the latency run's sends made) through a second node, so that the
+  // measured node's RSS before the seats connect is that of a fresh node.
+  const other = await startServer("duet sender", "duet-node.js", { env, cpu: LOAD_CPU });
+  const setup = new RelayClient(other.url, 40);
   const client = new RelayClient(node.url, seats + 8);
   const streams = new Pool(node.url, { connections: seats + 8, pipelining: 1, bodyTimeout: 0, headersTimeout: 60_000 });
   const abort = new AbortController();
@@ -95,7 +98,7 @@ async function main(): Promise<void> {
   const arrivals = new Map<string, (at: number) => void>();
   const arrived = (key: string) => arrivals.get(key)?.(performance.now());
   try {
-    const rooms = await inBatches(Math.ceil(seats / 2), 32, () => client.room());
+    const rooms = await inBatches(Math.ceil(seats / 2), 32, () => setup.room());
     const all = rooms.flat().slice(0, seats);
     await sleep(500);
     const before = await node.metrics({ gc: true });
@@ -145,7 +148,7 @@ async function main(): Promise<void> {
       heapPerSeatKb: (atN.heapUsed - before.heapUsed) / seats / 1024,
       env: extraEnv,
     };
-    if (other && latencySamples > 0) {
+    if (latencySamples > 0) {
       // Sends through the second node to seats waiting on the first: the wake crosses Redis.
       const sender = new RelayClient(other.url, 8);
       const samples: number[] = [];
@@ -171,9 +174,10 @@ async function main(): Promise<void> {
     abort.abort();
     await Promise.allSettled(loops);
     await client.close().catch(() => undefined);
+    await setup.close().catch(() => undefined);
     await streams.destroy().catch(() => undefined);
     await node.stop();
-    await other?.stop();
+    await other.stop();
     await redis.stop();
   }
 }
