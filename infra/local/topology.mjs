@@ -4,20 +4,28 @@
 //   node infra/local/topology.mjs [--replicas 3] [--port 0] [--max-seconds N] [--keep]
 //
 // Starts, in a fresh temporary directory:
-//   - redis-server on a free loopback port, append-only (appendfsync everysec), noeviction;
-//   - N relays: `node packages/server/dist/main.js` on free loopback ports (build first:
-//     `pnpm -r build`), with REDIS_URL, TRUST_PROXY=1 and PUBLIC_URL like the compose file;
+//   - redis-server on a loopback port, append-only (appendfsync everysec), noeviction;
+//   - N relays: `node packages/server/dist/main.js` on port 0 (build first: `pnpm -r build`),
+//     each reporting the port it bound, with REDIS_URL, TRUST_PROXY=1 and PUBLIC_URL like
+//     the compose file;
 //   - nginx (Debian's package) with the SAME infra/nginx/nginx.conf: the directory holds a
 //     symlink to it plus duet/listen.conf and duet/upstreams.conf written for these ports.
+// No port is picked, released and bound later by someone else: the relays bind port 0
+// themselves; redis-server and nginx, which cannot report a port, bind a candidate port
+// themselves (retrying another when it is taken) and are then checked to be the process
+// answering there (redis: the pid in INFO server; nginx: the request id it answered with
+// appears in its own access log).
 // Then prints one JSON line on stdout ({"msg":"topology ready","url":...}) and stays in
-// the foreground until SIGINT/SIGTERM (or --max-seconds), when it stops everything it
-// started and removes the directory (--keep leaves it, with every process's log).
-// If nginx or redis-server is missing and we are root, it installs them with apt-get.
+// the foreground until SIGINT/SIGTERM (or --max-seconds, or its parent process exits),
+// when it stops everything it started and removes the directory (--keep leaves it, with
+// every process's log).
+// nginx and redis-server must be installed (node infra/scripts/test-prerequisites.mjs does it).
 // Relay settings can be passed through the environment (e.g. ROOM_IDLE_SECONDS=60);
-// REDIS_URL, REDIS_CLUSTER_NODES, HOST, PORT and PUBLIC_URL are always set here.
+// REDIS_URL, REDIS_CLUSTER_NODES, HOST, PORT and PUBLIC_URL are always set here, and
+// LOG_LEVEL is at least info (a relay reports its port in its "listening" line).
 import { spawn, spawnSync } from "node:child_process";
-import { accessSync, chmodSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { createServer, Socket } from "node:net";
+import { accessSync, chmodSync, constants, createWriteStream, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -75,80 +83,179 @@ const which = (bin) =>
       }
     });
 
-/** Finds a binary; installs its Debian package when missing and allowed (root, apt-get). */
+/** Finds a binary, or says how to get it. */
 function requireBinary(bin, debPackage) {
   const found = which(bin);
   if (found) return found;
-  const canInstall = process.getuid?.() === 0 && which("apt-get") && process.env.DUET_TOPOLOGY_NO_INSTALL !== "1";
-  if (!canInstall) throw new Error(`${bin} not found: install Debian's ${debPackage} package (apt-get install -y ${debPackage})`);
-  log(`${bin} not found; installing ${debPackage} with apt-get`);
-  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  const install = () => spawnSync("apt-get", ["install", "-y", "-q", "--no-install-recommends", debPackage], { stdio: ["ignore", "ignore", "inherit"], env, timeout: 300_000 });
-  if (install().status !== 0) {
-    spawnSync("apt-get", ["update", "-q"], { stdio: ["ignore", "ignore", "inherit"], env, timeout: 300_000 });
-    if (install().status !== 0) throw new Error(`apt-get install ${debPackage} failed`);
-  }
-  const after = which(bin);
-  if (!after) throw new Error(`${bin} still not found after installing ${debPackage}`);
-  return after;
+  throw new Error(`${bin} not found: run \`node infra/scripts/test-prerequisites.mjs\` (or apt-get install -y ${debPackage})`);
 }
 
-function freePort() {
-  return new Promise((resolvePort, reject) => {
-    const s = createServer().once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolvePort(port));
+/**
+ * A candidate port for a server that binds it itself (redis-server, nginx): below Linux's
+ * ephemeral range (32768-60999), so outgoing connections and listen(0) never take it.
+ * Only a candidate: the server's own bind and an identity check decide.
+ */
+const candidatePort = () => 20_000 + Math.floor(Math.random() * 12_000);
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** The pid the redis-server on this port reports in INFO server, or undefined. */
+function redisPid(port) {
+  return new Promise((resolvePid) => {
+    const s = new Socket();
+    let reply = "";
+    const done = (pid) => {
+      s.destroy();
+      resolvePid(pid);
+    };
+    s.setTimeout(1000, () => done(undefined));
+    s.once("error", () => done(undefined));
+    s.once("close", () => done(undefined));
+    s.connect(port, "127.0.0.1", () => s.write("INFO server\r\n"));
+    s.on("data", (d) => {
+      reply += d.toString();
+      if (reply.startsWith("-")) return done(undefined);
+      const match = /\r\nprocess_id:(\d+)\r\n/.exec(reply);
+      if (match) done(Number(match[1]));
     });
   });
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const exited = (child) => child.exitCode !== null || child.signalCode !== null;
 
-function redisPing(port) {
-  return new Promise((resolvePing) => {
-    const s = new Socket();
-    const done = (ok) => {
-      s.destroy();
-      resolvePing(ok);
-    };
-    s.setTimeout(1000, () => done(false));
-    s.once("error", () => done(false));
-    s.connect(port, "127.0.0.1", () => s.write("PING\r\n"));
-    s.once("data", (d) => done(d.toString().startsWith("+PONG")));
+async function waitFor(what, child, check, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (exited(child)) throw Object.assign(new Error(`${what} exited (${child.exitCode ?? child.signalCode}) while starting; its log is printed below`), { exited: true });
+    if (Date.now() > deadline) throw new Error(`${what} not ready after ${timeoutMs} ms; its log is printed below`);
+    await sleep(100);
+  }
+}
+
+/**
+ * Spawns a child whose output goes to logFile (or to `stdio` when given). Once `ready` is
+ * called, its exit is unexpected and stops the topology; before that, whoever started it
+ * decides (a server that could not bind its port is retried on another).
+ */
+function start(name, cmd, argv, { env = process.env, logFile, stdio, stopSignal = "SIGTERM" }) {
+  let out;
+  if (!stdio) {
+    out = openSync(join(dir, logFile), "a");
+    stdio = ["ignore", out, out];
+  }
+  const child = spawn(cmd, argv, { env, stdio, cwd: dir });
+  const entry = { name, child, stopSignal, ready: false };
+  children.push(entry);
+  child.once("exit", (code, signal) => {
+    if (!stopping && entry.ready) {
+      log(`${name} exited unexpectedly`, { code, signal });
+      void shutdown(1);
+    }
+  });
+  return { child, ready: () => void (entry.ready = true) };
+}
+
+/**
+ * Runs attempt(port) on candidate ports until one succeeds; an attempt fails over to the
+ * next candidate only when its server exited (it could not bind). A fixed port gets one try.
+ */
+async function onOwnPort(what, fixedPort, attempt) {
+  for (let tries = 1; ; tries++) {
+    const port = fixedPort || candidatePort();
+    try {
+      return await attempt(port);
+    } catch (err) {
+      if (!err.exited || fixedPort || tries >= 10) throw err;
+      log(`${what} could not start on port ${port} (taken?); trying another`);
+    }
+  }
+}
+
+async function startRedis(redisBin) {
+  mkdirSync(join(dir, "redis"));
+  return onOwnPort("redis-server", 0, async (port) => {
+    const { child, ready } = start("redis", redisBin, [
+      "--port", String(port), "--bind", "127.0.0.1", "--dir", join(dir, "redis"),
+      "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+      "--maxmemory-policy", "noeviction", "--daemonize", "no", "--protected-mode", "yes",
+    ], { logFile: "redis.log" });
+    // Ready only when the server on this port is the process we spawned.
+    await waitFor("redis-server", child, async () => (await redisPid(port)) === child.pid, 10_000);
+    ready();
+    return port;
   });
 }
 
-async function httpOk(url) {
+/** A relay on port 0: its own "listening" log line says which port it bound. */
+async function startRelay(name, env) {
+  const logStream = createWriteStream(join(dir, `${name}.log`), { flags: "a" });
+  const { child, ready } = start(name, process.execPath, [SERVER_MAIN], { env: { ...env, HOST: "127.0.0.1", PORT: "0" }, stdio: ["ignore", "pipe", "pipe"] });
+  child.stderr.pipe(logStream, { end: false });
+  const address = await new Promise((resolveAddress, reject) => {
+    let pending = "";
+    const timer = setTimeout(() => reject(new Error(`${name} did not report its port in 20 s; its log is printed below`)), 20_000);
+    const onExit = (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited (${code ?? signal}) while starting; its log is printed below`));
+    };
+    child.once("exit", onExit);
+    let found = false;
+    child.stdout.on("data", (chunk) => {
+      logStream.write(chunk);
+      if (found) return;
+      pending += chunk.toString();
+      const lines = pending.split("\n");
+      pending = lines.pop();
+      for (const line of lines) {
+        let entry;
+        try {
+          entry = JSON.parse(line);
+        } catch {
+          continue;
+        }
+        if (entry.msg === "listening" && typeof entry.url === "string") {
+          found = true;
+          clearTimeout(timer);
+          child.off("exit", onExit);
+          resolveAddress(new URL(entry.url).host);
+        }
+      }
+    });
+  });
+  ready();
+  const port = Number(address.split(":").pop());
+  return { name, port, address, pid: child.pid, child };
+}
+
+/** The relay at this address (which it reported itself) says it is ready. */
+async function relayReady(address) {
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(1000), headers: { "user-agent": "duet/0.1" } });
+    const res = await fetch(`http://${address}/readyz`, { signal: AbortSignal.timeout(1000), headers: { "user-agent": "duet/0.1" } });
     await res.arrayBuffer();
-    return res.ok;
+    return res.status === 200;
   } catch {
     return false;
   }
 }
 
-async function waitFor(what, child, check, timeoutMs) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${what} exited (${child.exitCode ?? child.signalCode}) while starting; see its log in ${dir}`);
-    if (Date.now() > deadline) throw new Error(`${what} not ready after ${timeoutMs} ms; see its log in ${dir}`);
-    await sleep(100);
-  }
-}
-
-function start(name, cmd, argv, { env = process.env, logFile, stopSignal = "SIGTERM" }) {
-  const out = openSync(join(dir, logFile), "a");
-  const child = spawn(cmd, argv, { env, stdio: ["ignore", out, out], cwd: dir });
-  children.push({ name, child, stopSignal });
-  child.once("exit", (code, signal) => {
-    if (!stopping) {
-      log(`${name} exited unexpectedly`, { code, signal });
-      void shutdown(1);
+/**
+ * Whether our nginx answers on url: /healthz is 200 with a request id, and that id is in
+ * this nginx's own access log (any other server on the port fails one or the other).
+ */
+async function nginxAnswers(url, accessLog) {
+  try {
+    const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000), headers: { "user-agent": "duet/0.1" } });
+    await res.arrayBuffer();
+    const id = res.headers.get("x-request-id") ?? "";
+    if (res.status !== 200 || !/^[0-9a-f]{32}$/.test(id)) return false;
+    for (let i = 0; i < 20; i++) {
+      if (existsSync(accessLog) && readFileSync(accessLog, "utf8").includes(`"request_id":"${id}"`)) return true;
+      await sleep(50);
     }
-  });
-  return child;
+    return false;
+  } catch {
+    return false;
+  }
 }
 
 function stopChild({ name, child, stopSignal }, graceMs) {
@@ -166,6 +273,16 @@ function stopChild({ name, child, stopSignal }, graceMs) {
   });
 }
 
+/** On failure, the end of every log goes to stderr (the directory is removed unless --keep). */
+function dumpLogs() {
+  for (const file of new Set(["redis.log", ...children.filter((c) => c.name.startsWith("relay")).map((c) => `${c.name}.log`), "nginx/error.log"])) {
+    const path = join(dir, file);
+    if (!existsSync(path)) continue;
+    const lines = readFileSync(path, "utf8").trimEnd().split("\n").slice(-15);
+    process.stderr.write(`--- ${file} (last ${lines.length} lines)\n${lines.join("\n")}\n`);
+  }
+}
+
 async function shutdown(code) {
   if (stopping) return;
   stopping = true;
@@ -174,6 +291,7 @@ async function shutdown(code) {
   await Promise.all(byName("nginx").map((c) => stopChild(c, 5000)));
   await Promise.all(byName("relay").map((c) => stopChild(c, 15000)));
   await Promise.all(byName("redis").map((c) => stopChild(c, 5000)));
+  if (dir && code !== 0) dumpLogs();
   if (dir && !args.keep) rmSync(dir, { recursive: true, force: true });
   else if (dir) log(`kept ${dir}`);
   log("stopped");
@@ -189,67 +307,57 @@ async function main() {
   chmodSync(dir, 0o755); // nginx workers (an unprivileged user) write temp files below it
 
   // Redis: append-only, like the compose file, in its own directory.
-  const redisPort = await freePort();
-  mkdirSync(join(dir, "redis"));
-  const redis = start("redis", redisBin, [
-    "--port", String(redisPort), "--bind", "127.0.0.1", "--dir", join(dir, "redis"),
-    "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-    "--maxmemory-policy", "noeviction", "--daemonize", "no", "--protected-mode", "yes",
-  ], { logFile: "redis.log" });
-  await waitFor("redis-server", redis, () => redisPing(redisPort), 10_000);
+  const redisPort = await startRedis(redisBin);
   const redisUrl = `redis://127.0.0.1:${redisPort}`;
 
-  const nginxPort = args.port || (await freePort());
-  const url = `http://127.0.0.1:${nginxPort}`;
-
-  // Relays.
-  const replicas = [];
-  for (let i = 1; i <= args.replicas; i++) {
-    const port = await freePort();
+  // nginx needs the relays' addresses, and the relays need nginx's URL (PUBLIC_URL, in the
+  // links they hand out): the relays start for a candidate nginx port; if nginx cannot
+  // bind it, they are stopped and everything front of Redis starts again on another.
+  const prefix = join(dir, "nginx");
+  mkdirSync(join(prefix, "conf/duet"), { recursive: true });
+  // The repository's nginx.conf, symlinked so its relative includes resolve here.
+  symlinkSync(NGINX_CONF, join(prefix, "conf/nginx.conf"));
+  const nginxArgs = ["-p", `${prefix}/`, "-c", join(prefix, "conf/nginx.conf"), "-e", "stderr", "-g", `daemon off; pid ${join(prefix, "nginx.pid")};`];
+  // The access log goes to nginx's stdout (as in the container): here, a file (not a
+  // socket: nginx opens /dev/stdout for it).
+  const accessLog = join(prefix, "access.log");
+  const { url, replicas, nginx } = await onOwnPort("nginx", args.port, async (nginxPort) => {
+    const url = `http://127.0.0.1:${nginxPort}`;
     const env = { ...process.env };
-    delete env.REDIS_CLUSTER_NODES;
+    // One way to reach Redis only (the relay refuses two): this harness's own REDIS_URL.
+    for (const name of ["REDIS_CLUSTER_NODES", "REDIS_SENTINELS", "REDIS_SENTINEL_NAME", "REDIS_WRITE_ACK_REPLICAS"]) delete env[name];
     Object.assign(env, {
-      HOST: "127.0.0.1",
-      PORT: String(port),
       REDIS_URL: redisUrl,
       TRUST_PROXY: "1",
       PUBLIC_URL: url,
       SHUTDOWN_DRAIN_SECONDS: process.env.SHUTDOWN_DRAIN_SECONDS ?? "1",
-      LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
+      // The relays report their port in the "listening" line, logged at info.
+      LOG_LEVEL: ["trace", "debug"].includes(process.env.LOG_LEVEL) ? process.env.LOG_LEVEL : "info",
       NODE_ENV: process.env.NODE_ENV ?? "production",
     });
-    const name = `relay-${i}`;
-    const child = start(name, process.execPath, [SERVER_MAIN], { env, logFile: `${name}.log` });
-    replicas.push({ name, port, address: `127.0.0.1:${port}`, pid: child.pid, child });
-  }
-  await Promise.all(replicas.map((r) => waitFor(r.name, r.child, () => httpOk(`http://${r.address}/readyz`), 20_000)));
-
-  // nginx: the repository's nginx.conf (symlinked, so relative includes resolve here).
-  const prefix = join(dir, "nginx");
-  mkdirSync(join(prefix, "conf/duet"), { recursive: true });
-  symlinkSync(NGINX_CONF, join(prefix, "conf/nginx.conf"));
-  writeFileSync(join(prefix, "conf/duet/listen.conf"), `# written by infra/local/topology.mjs\nlisten 127.0.0.1:${nginxPort};\n`);
-  writeFileSync(
-    join(prefix, "conf/duet/upstreams.conf"),
-    `# written by infra/local/topology.mjs\n${replicas.map((r) => `server ${r.address} max_fails=3 fail_timeout=10s;`).join("\n")}\n`,
-  );
-  const nginxArgs = ["-p", `${prefix}/`, "-c", join(prefix, "conf/nginx.conf"), "-e", "stderr", "-g", `daemon off; pid ${join(prefix, "nginx.pid")};`];
-  // stdout must be a file, not a socket: nginx opens /dev/stdout for the access log.
-  const check = spawnSync(nginxBin, ["-t", "-q", ...nginxArgs], { encoding: "utf8", timeout: 10_000, stdio: ["ignore", "ignore", "pipe"] });
-  if (check.status !== 0) throw new Error(`nginx -t failed:\n${check.stderr}`);
-  // The access log goes to nginx's stdout (as in the container): here, a file.
-  const accessLog = join(prefix, "access.log");
-  const nginxOut = openSync(accessLog, "a");
-  const nginxErr = openSync(join(prefix, "error.log"), "a");
-  const nginx = spawn(nginxBin, nginxArgs, { stdio: ["ignore", nginxOut, nginxErr], cwd: prefix });
-  children.push({ name: "nginx", child: nginx, stopSignal: "SIGQUIT" });
-  nginx.once("exit", (code, signal) => {
-    if (!stopping) {
-      log("nginx exited unexpectedly", { code, signal });
-      void shutdown(1);
+    const replicas = await Promise.all(Array.from({ length: args.replicas }, (_, i) => startRelay(`relay-${i + 1}`, env)));
+    await Promise.all(replicas.map((r) => waitFor(r.name, r.child, () => relayReady(r.address), 20_000)));
+    writeFileSync(join(prefix, "conf/duet/listen.conf"), `# written by infra/local/topology.mjs\nlisten 127.0.0.1:${nginxPort};\n`);
+    writeFileSync(
+      join(prefix, "conf/duet/upstreams.conf"),
+      `# written by infra/local/topology.mjs\n${replicas.map((r) => `server ${r.address} max_fails=3 fail_timeout=10s;`).join("\n")}\n`,
+    );
+    const check = spawnSync(nginxBin, ["-t", "-q", ...nginxArgs], { encoding: "utf8", timeout: 10_000, stdio: ["ignore", "ignore", "pipe"] });
+    if (check.status !== 0) throw new Error(`nginx -t failed:\n${check.stderr}`);
+    const nginx = start("nginx", nginxBin, nginxArgs, { stdio: ["ignore", openSync(accessLog, "a"), openSync(join(prefix, "error.log"), "a")], stopSignal: "SIGQUIT" });
+    try {
+      await waitFor("nginx", nginx.child, () => nginxAnswers(url, accessLog), 10_000);
+    } catch (err) {
+      if (err.exited) {
+        const relays = children.filter((c) => c.name.startsWith("relay") && !exited(c.child));
+        for (const c of relays) c.ready = false; // their exit is expected now
+        await Promise.all(relays.map((c) => stopChild(c, 15000)));
+      }
+      throw err;
     }
+    nginx.ready();
+    return { url, replicas, nginx: nginx.child };
   });
-  await waitFor("nginx", nginx, () => httpOk(`${url}/healthz`), 10_000);
 
   const ready = {
     msg: "topology ready",
@@ -266,6 +374,15 @@ async function main() {
 }
 
 for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => void shutdown(0));
+// Whoever started us is gone (a test runner killed, a terminal closed): stop too, rather
+// than run on as an orphan until --max-seconds.
+const parentPid = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parentPid) {
+    log(`parent process ${parentPid} is gone`);
+    void shutdown(0);
+  }
+}, 500).unref();
 process.on("uncaughtException", (err) => {
   log(`error: ${err.message}`);
   void shutdown(1);
@@ -275,6 +392,5 @@ const keepAlive = setInterval(() => {}, 1 << 30);
 main().catch((err) => {
   log(`failed to start: ${err.message}`);
   clearInterval(keepAlive);
-  args.keep = args.keep || Boolean(process.env.CI);
   void shutdown(1);
 });

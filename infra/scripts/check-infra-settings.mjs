@@ -4,7 +4,8 @@
 //    (env, envFrom ConfigMaps, Secrets from secretGenerator) and infra/local/topology.mjs
 //    pass to the relay is one the server reads (CONFIG_VARIABLES in
 //    packages/server/src/config.ts), apart from Node's own NODE_ENV / NODE_OPTIONS;
-//  - REDIS_URL and REDIS_CLUSTER_NODES are never given together;
+//  - at most one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS is given, and
+//    REDIS_SENTINELS comes with REDIS_SENTINEL_NAME;
 //  - nginx.conf suits the contract: body limit above MAX_BODY_BYTES, read/send timeouts
 //    above the longest recv wait, round robin without stickiness, keepalive upstreams,
 //    X-Forwarded-For/Proto set; the compose upstreams are exactly the compose relays.
@@ -94,7 +95,9 @@ if (harnessBlock) passed.push(["infra/local/topology.mjs", [...harnessBlock[1].m
 for (const [where, keys] of passed) {
   const unknown = keys.filter((k) => !known.has(k) && !RUNTIME_VARIABLES.has(k));
   check(unknown.length === 0, `${where}: ${keys.length} variables${unknown.length ? `; unknown to the server: ${unknown.join(", ")}` : " all known to the server"}`);
-  check(!(keys.includes("REDIS_URL") && keys.includes("REDIS_CLUSTER_NODES")), `${where}: not both REDIS_URL and REDIS_CLUSTER_NODES`);
+  const ways = ["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"].filter((k) => keys.includes(k));
+  check(ways.length <= 1, `${where}: at most one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS${ways.length > 1 ? ` (has ${ways.join(", ")})` : ""}`);
+  if (keys.includes("REDIS_SENTINELS")) check(keys.includes("REDIS_SENTINEL_NAME"), `${where}: REDIS_SENTINELS comes with REDIS_SENTINEL_NAME`);
 }
 
 // nginx.conf against the contract.

@@ -1,5 +1,10 @@
 module.exports = {
   testEnvironment: "node",
+  // Quiet when everything passes; a failing file prints all it would by default. Not
+  // verbose even for one file: console output is kept for the reporter, not printed live.
+  reporters: ["<rootDir>/../testkit/jest-quiet-reporter.cjs"],
+  verbose: false,
+  cacheDirectory: "<rootDir>/../../node_modules/.cache/jest", // not in the temp dir
   roots: ["<rootDir>/test"],
   // The browser check needs Chromium and fails without it; DUET_BROWSER_TESTS=off is the
   // one explicit way to leave it out (on a machine where Chromium cannot be installed).

@@ -19,6 +19,7 @@ const mode = process.argv[2] as "http" | "express" | "wake";
 const redisUrl = process.env.REDIS_URL!;
 const prefix = process.env.REDIS_KEY_PREFIX ?? "ceiling:";
 const IDLE_MS = 1_800_000;
+const ENDING_KEEP_MS = 600_000; // ROOM_ENDING_KEEP_SECONDS default
 const RECHECK_MS = 150_000; // duet's default WAKE_RECHECK_SECONDS (a 25 s recv never reaches it; docs/streams.md)
 export const WAKE_CHANNEL = "bench:wake";
 
@@ -46,20 +47,21 @@ async function openRoom(): Promise<Json> {
   for (;;) {
     const code = mintRoomCode();
     const token = mintSeatToken();
-    const expires = await redis.duetOpen(...keys.room(code), keys.tallyFor(code), token, IDLE_MS, IDLE_MS);
+    // The relay's defaults: the ending record kept 10 minutes, a plain (not encrypted) room.
+    const expires = await redis.duetOpen(...keys.room(code), keys.tallyFor(code), token, IDLE_MS, IDLE_MS, ENDING_KEEP_MS, "0");
     if (expires >= 0) return { code, seat: "a", token, expires_in: Math.ceil(expires / 1000) };
   }
 }
 
 async function joinRoom(code: string): Promise<Json> {
   const token = mintSeatToken();
-  const reply = await redis.duetJoin(...keys.room(code), keys.tallyFor(code), token, IDLE_MS);
+  const reply = await redis.duetJoin(...keys.room(code), keys.tallyFor(code), token, IDLE_MS, keys.wakeChannel(code));
   if (typeof reply === "number") check(reply);
   return { code, seat: "b", token, expires_in: Math.ceil(Number((reply as [number, number])[0]) / 1000) };
 }
 
 async function send(code: string, token: string, text: string): Promise<Json> {
-  const [status, id] = await redis.duetSend(...keys.room(code), keys.tallyFor(code), token, IDLE_MS, text, "", "", MAX_PENDING_MESSAGES, MAX_PENDING_BYTES, keys.wakeChannel(code));
+  const [status, id] = await redis.duetSend(...keys.room(code), keys.tallyFor(code), token, IDLE_MS, text, "", "", MAX_PENDING_MESSAGES, MAX_PENDING_BYTES, keys.wakeChannel(code), "0");
   check(status);
   return { id };
 }

@@ -19,7 +19,15 @@ const PLAN = smoke
   : { levels: [1, 2, 4, 8, 16, 32, 64, 128, 256], warmupMs: 500, measureMs: 2000, rounds: 7, roundMs: 2000, wakes: 1000, capacity: [1000, 5000, 10000], capacityWindowMs: 6000, lives: 300 };
 const TARGETS: Target[] = ["duet", "express", "http"];
 
-const log = (line: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+// A smoke run (part of `pnpm test`) says one line when it passes; its progress lines and
+// the table are printed only when it fails, or with DUET_FIGURES=1.
+const quiet = smoke && process.env.DUET_FIGURES !== "1";
+const kept: string[] = [];
+const log = (line: string) => {
+  const text = `[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`;
+  if (quiet) kept.push(text);
+  else process.stderr.write(text);
+};
 
 function machine(): string {
   const list = cpus();
@@ -224,12 +232,14 @@ async function main(): Promise<void> {
     writeFileSync(join(dir, "latest.json"), `${JSON.stringify(results, null, 2)}\n`);
     writeFileSync(join(dir, "latest.md"), `# duet benchmark results\n\n${table}`);
     writeFileSync(join(dir, "chart.svg"), chart(sweep, `duet vs its stack's ceilings, message cycle (${results.meta.date.slice(0, 10)}, ${machine()})`));
-    process.stdout.write(`${table}\n`);
+    if (quiet) kept.push(`${table}\n`);
+    else process.stdout.write(`${table}\n`);
     // The harness must not rot quietly: any failed call or an empty measurement fails the run.
     const cycles = [...Object.values(sweep).flat(), ...Object.values(perRound).flat()];
     const broken = cycles.filter((c) => c.errors > 0 || c.messages === 0);
     if (broken.length > 0) throw new Error(`${broken.length} message-cycle runs had errors or delivered nothing`);
     log(`done in ${results.meta.seconds} s; wrote ${dir}`);
+    if (quiet) process.stderr.write(`bench smoke: every scenario ran in ${results.meta.seconds} s (figures: ${join(dir, "latest.md")}; DUET_FIGURES=1 prints them)\n`);
   } finally {
     await stopAll();
     await redis.stop();
@@ -239,6 +249,7 @@ async function main(): Promise<void> {
 main().then(
   () => process.exit(0),
   (error) => {
+    process.stderr.write(kept.join(""));
     process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
     process.exit(1);
   },

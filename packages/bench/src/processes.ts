@@ -1,9 +1,9 @@
-// The processes of a run: our own redis-server on a free port (never the shared one), the
+// The processes of a run: our own redis-server (never the shared one, verified on its port), the
 // duet nodes and the ceiling servers as child processes with an IPC channel, and CPU
 // pinning so the measured server and the load generator do not fight for one core.
 import { execFileSync, fork, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
-import { freePort, spawnRedis } from "@duet/testkit";
+import { spawnRedis } from "@duet/testkit";
 import { Redis } from "ioredis";
 import type { MetricsRequest, NodeMetrics } from "./node-metrics.js";
 
@@ -22,8 +22,6 @@ export function pin(pid: number, cpu: string): void {
   }
 }
 export const pinningWorks = () => pinning;
-
-export { freePort };
 
 export interface RedisProcess {
   url: string;

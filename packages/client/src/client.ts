@@ -2,21 +2,28 @@
 // want: waitForPeer, receiveLoop, and a send that retries safely with an idempotency key.
 import { randomUUID } from "node:crypto";
 import {
-  AckResponse,
-  CloseResponse,
+  ENDPOINTS,
   ERRORS,
-  JoinResponse,
   MAX_PENDING_MESSAGES,
   MAX_TEXT_BYTES,
   MAX_WAIT_MS,
-  OpenResponse,
-  RecvResponse,
-  SendResponse,
-  StatsResponse,
-  StatusResponse,
+  RoomEnding,
   USER_AGENT,
+  describeRoomEnding,
   normalizeRoomCode,
+  type AckResponse,
+  type CloseResponse,
+  type EndpointInput,
+  type EndpointResponse,
+  type EndpointSpec,
+  type JoinResponse,
   type Message,
+  type OpenResponse,
+  type OperationId,
+  type RecvResponse,
+  type SendResponse,
+  type StatsResponse,
+  type StatusResponse,
 } from "@duet/protocol";
 import type { z } from "zod";
 import { E2eSession, joinUrlWithKey, newRoomKey, roomKeyInText, type E2eRejectReason } from "./e2e.js";
@@ -98,8 +105,13 @@ export interface RecvOptions extends CallOptions {
 }
 
 export interface WaitForPeerOptions extends CallOptions {
-  /** Milliseconds between status polls. Default 1000. */
-  intervalMs?: number;
+  /** Longest wait of one long-poll (GET /v1/status?wait=), 1..25000 ms. Default 25000. */
+  pollMs?: number;
+}
+
+export interface StatusOptions extends CallOptions {
+  /** Milliseconds the relay may hold the call open until the peer joins, 0..25000. Default 0. */
+  waitMs?: number;
 }
 
 export interface ReceiveLoopOptions {
@@ -124,7 +136,7 @@ export interface ReceiveLoopOptions {
 }
 
 /** One event of the push stream: a message addressed to this seat, or the stream's end and why. */
-export type StreamEvent = { event: "open" } | { event: "message"; message: Message } | { event: "end"; reason: string };
+export type StreamEvent = { event: "open" } | { event: "message"; message: Message } | { event: "end"; reason: string; ended?: RoomEnding };
 
 export interface StreamOptions {
   /** Closes the stream; iteration then ends with DuetAbortError. */
@@ -165,7 +177,7 @@ export class DuetClient {
   async open(options: CallOptions & { e2e?: boolean } = {}): Promise<OpenedRoom> {
     // A network failure is not retried: the room may exist already, and a second open would orphan one.
     const opened = await this.retrying("open", "refusals", options, (timeoutMs) =>
-      this.request("POST", "/v1/open", OpenResponse, { body: options.e2e ? { e2e: true } : {}, signal: options.signal, timeoutMs }),
+      this.call("open", options.e2e ? { e2e: true } : {}, { signal: options.signal, timeoutMs }),
     );
     if (!options.e2e) return opened;
     if (opened.e2e !== true) throw new DuetError("invalid_response", "The relay did not open an end-to-end encrypted room (it may predate them).");
@@ -184,7 +196,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const room = key === undefined ? code : (extractRoomCode(code)?.code ?? code);
     // Not retried after a network failure either: if the first join landed, a retry answers 409 full.
     const joined = await this.retrying("join", "refusals", options, (timeoutMs) =>
-      this.request("POST", "/v1/join", JoinResponse, { body: { code: canonicalCode(room) }, signal: options.signal, timeoutMs }),
+      this.call("join", { code: canonicalCode(room) }, { signal: options.signal, timeoutMs }),
     );
     if (joined.e2e && key !== undefined) return { ...joined, e2e_session: E2eSession.start(joined.code, joined.seat, key) };
     return joined;
@@ -213,7 +225,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
       "send",
       "refusals-and-network",
       { timeoutMs: DEFAULT_SEND_TIMEOUT_MS, ...options },
-      (timeoutMs) => this.request("POST", "/v1/send", SendResponse, { body, token: seat.token, signal: options.signal, timeoutMs }),
+      (timeoutMs) => this.call("send", body, { token: seat.token, signal: options.signal, timeoutMs }),
       (deadline, refusal) => this.waitForMailboxSpace(seat, deadline, refusal, mailbox, options),
     );
   }
@@ -235,8 +247,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const waitMs = options.waitMs ?? MAX_WAIT_MS;
     const query = { code: canonicalCode(seat.code), wait: String(waitMs) };
     return this.retrying("recv", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
-      this.request("GET", "/v1/recv", RecvResponse, {
-        query,
+      this.call("recv", query, {
         token: seat.token,
         signal: options.signal,
         timeoutMs: Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS),
@@ -248,15 +259,25 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   ack(seat: SeatCredentials, ids: string[], options: CallOptions = {}): Promise<AckResponse> {
     const body = { code: canonicalCode(seat.code), ids };
     return this.retrying("ack", "refusals-and-network", options, (timeoutMs) =>
-      this.request("POST", "/v1/ack", AckResponse, { body, token: seat.token, signal: options.signal, timeoutMs }),
+      this.call("ack", body, { token: seat.token, signal: options.signal, timeoutMs }),
     );
   }
 
-  /** Room status for this seat: members, lifetime, whether the peer joined and is active, pending counts. */
-  status(seat: SeatCredentials, options: CallOptions = {}): Promise<StatusResponse> {
-    const query = { code: canonicalCode(seat.code) };
-    return this.retrying("status", "refusals-and-network", options, (timeoutMs) =>
-      this.request("GET", "/v1/status", StatusResponse, { query, token: seat.token, signal: options.signal, timeoutMs }),
+  /**
+   * Room status for this seat: members, lifetime, whether the peer joined and is active,
+   * pending counts. With waitMs the relay answers as soon as the peer has joined (or the
+   * wait runs out, or the room ends).
+   */
+  status(seat: SeatCredentials, options: StatusOptions = {}): Promise<StatusResponse> {
+    const waitMs = options.waitMs ?? 0;
+    const query: EndpointInput<"status"> = { code: canonicalCode(seat.code) };
+    if (waitMs > 0) query.wait = String(waitMs);
+    return this.retrying("status", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
+      this.call("status", query, {
+        token: seat.token,
+        signal: options.signal,
+        timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
+      }),
     );
   }
 
@@ -268,7 +289,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const body = { code: canonicalCode(seat.code), force: options.force ?? false };
     return this.retrying("close", "refusals-and-network", options, async (timeoutMs, attempt) => {
       try {
-        return await this.request("POST", "/v1/close", CloseResponse, { body, token: seat.token, signal: options.signal, timeoutMs });
+        return await this.call("close", body, { token: seat.token, signal: options.signal, timeoutMs });
       } catch (error) {
         if (attempt > 0 && error instanceof DuetError && error.code === "not_found") return { ok: true as const };
         throw error;
@@ -279,14 +300,14 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   /** The public tally: totals only, no bodies or tokens. */
   stats(options: CallOptions = {}): Promise<StatsResponse> {
     return this.retrying("stats", "refusals-and-network", options, (timeoutMs) =>
-      this.request("GET", "/v1/stats", StatsResponse, { signal: options.signal, timeoutMs }),
+      this.call("stats", undefined, { signal: options.signal, timeoutMs }),
     );
   }
 
   /**
    * The push stream (GET /v1/stream, NDJSON): this seat's pending messages, oldest first,
-   * then each new one as it arrives, until the `end` event (reason gone: the room ended;
-   * replaced; shutdown: reconnect). Does not consume: ack as usual; a new stream sends
+   * then each new one as it arrives, until the `end` event (the room's end reason, with
+   * `ended`, or gone: the room ended; replaced; shutdown: reconnect). Does not consume: ack as usual; a new stream sends
    * unacked messages again (dedupe by id). Rejects with the relay's DuetError when it
    * refuses the stream, DuetNetworkError when the connection fails or no first byte comes
    * within firstByteTimeoutMs. Raw texts: in an encrypted room open them with the session.
@@ -355,7 +376,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
           const line = buffered.slice(0, newline).trim();
           buffered = buffered.slice(newline + 1);
           if (!line) continue;
-          let event: { event?: unknown; id?: unknown; from?: unknown; text?: unknown; reason?: unknown };
+          let event: { event?: unknown; id?: unknown; from?: unknown; text?: unknown; reason?: unknown; ended?: unknown };
           try {
             event = JSON.parse(line);
           } catch {
@@ -364,7 +385,8 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
           if (event.event === "message" && typeof event.id === "string" && (event.from === "a" || event.from === "b") && typeof event.text === "string") {
             yield { event: "message", message: { id: event.id, from: event.from, text: event.text } };
           } else if (event.event === "end") {
-            yield { event: "end", reason: typeof event.reason === "string" ? event.reason : "unknown" };
+            const ended = RoomEnding.safeParse(event.ended);
+            yield { event: "end", reason: typeof event.reason === "string" ? event.reason : "unknown", ...(ended.success ? { ended: ended.data } : {}) };
             return;
           }
         }
@@ -378,17 +400,25 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   // ---- flows --------------------------------------------------------------------------
 
   /**
-   * Polls status until the second seat is claimed and returns that status. Rejects with
-   * DuetTimeoutError after timeoutMs (default 5 min), DuetAbortError when signalled.
+   * Long-polls status (GET /v1/status?wait=) until the second seat is claimed and returns
+   * that status: the relay answers the moment the peer joins, with no polling in between.
+   * Rejects with DuetTimeoutError after timeoutMs (default 5 min), DuetAbortError when
+   * signalled, DuetError not_found (with `ended`) when the room ends first.
    */
   async waitForPeer(seat: SeatCredentials, options: WaitForPeerOptions = {}): Promise<StatusResponse> {
     const deadline = new Deadline(options.timeoutMs ?? DEFAULT_WAIT_FOR_PEER_MS, "Waiting for the peer to join", this.now);
-    const intervalMs = options.intervalMs ?? 1000;
+    const pollMs = Math.min(Math.max(options.pollMs ?? MAX_WAIT_MS, 1), MAX_WAIT_MS);
     for (let attempt = 0; ; attempt++) {
-      const status = await this.status(seat, { signal: options.signal, onWait: options.onWait, timeoutMs: Math.max(1, deadline.remainingMs()) });
+      const waitMs = Math.min(pollMs, Math.max(0, deadline.remainingMs()));
+      if (attempt > 0) options.onWait?.({ reason: "peer", delayMs: waitMs, attempt });
+      const status = await this.status(seat, {
+        signal: options.signal,
+        onWait: options.onWait,
+        waitMs,
+        timeoutMs: Math.max(1, deadline.remainingMs()) + RECV_ANSWER_MARGIN_MS,
+      });
       if (status.peer_joined) return status;
-      options.onWait?.({ reason: "peer", delayMs: intervalMs, attempt });
-      await deadline.sleepWithin(intervalMs, options.signal);
+      if (deadline.expired()) throw deadline.error();
     }
   }
 
@@ -416,36 +446,36 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const longPoll = async () => (await this.recvRaw(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs })).messages;
     const source = options.transport === "long-poll" ? undefined : new StreamSource(this, seat, options.transport === "stream", signal, retry.onWait);
     try {
-    while (!signal?.aborted && (maxMessages === undefined || handled < maxMessages)) {
-      let messages: Message[];
-      try {
-        messages = (await source?.next()) ?? (await longPoll());
-      } catch (error) {
-        if (signal?.aborted && error instanceof DuetAbortError) break;
-        throw error;
-      }
-      messages = messages.filter((m) => !acked.has(m.id));
-      const redelivered = messages.filter((m) => handledNotAcked.has(m.id)).map((m) => m.id);
-      if (redelivered.length > 0 && !(await this.ackHandled(seat, redelivered, handledNotAcked, retry))) continue;
-      for (const raw of messages) {
-        if (redelivered.includes(raw.id)) continue;
-        if (signal?.aborted || (maxMessages !== undefined && handled >= maxMessages)) break;
-        const message = seat.e2e ? openAll(seat.e2e, [raw])[0]! : raw;
-        if ("reason" in message) {
-          if (!options.onRejected) throw new DuetE2eError(message);
-          options.onRejected(message);
-          handledNotAcked.add(message.id);
-          if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
-          continue;
+      while (!signal?.aborted && (maxMessages === undefined || handled < maxMessages)) {
+        let messages: Message[];
+        try {
+          messages = (await source?.next()) ?? (await longPoll());
+        } catch (error) {
+          if (signal?.aborted && error instanceof DuetAbortError) break;
+          throw error;
         }
-        await handle(message);
-        handled++;
-        handledNotAcked.add(message.id);
-        // The rest of this batch comes back with the next recv, after the lost ack is retried.
-        if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
-        acked.add(message.id);
+        messages = messages.filter((m) => !acked.has(m.id));
+        const redelivered = messages.filter((m) => handledNotAcked.has(m.id)).map((m) => m.id);
+        if (redelivered.length > 0 && !(await this.ackHandled(seat, redelivered, handledNotAcked, retry))) continue;
+        for (const raw of messages) {
+          if (redelivered.includes(raw.id)) continue;
+          if (signal?.aborted || (maxMessages !== undefined && handled >= maxMessages)) break;
+          const message = seat.e2e ? openAll(seat.e2e, [raw])[0]! : raw;
+          if ("reason" in message) {
+            if (!options.onRejected) throw new DuetE2eError(message);
+            options.onRejected(message);
+            handledNotAcked.add(message.id);
+            if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
+            continue;
+          }
+          await handle(message);
+          handled++;
+          handledNotAcked.add(message.id);
+          // The rest of this batch comes back with the next recv, after the lost ack is retried.
+          if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
+          acked.add(message.id);
+        }
       }
-    }
     } finally {
       source?.close();
     }
@@ -535,6 +565,17 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     watch.pendingAtLastRetry = pending;
   }
 
+  /** One operation of the endpoint table: its method, path, input placement and answer schema come from there. */
+  private call<K extends OperationId>(
+    operation: K,
+    input: EndpointInput<K>,
+    options: { token?: string; signal?: AbortSignal; timeoutMs: number },
+  ): Promise<EndpointResponse<K>> {
+    const spec: EndpointSpec = ENDPOINTS[operation];
+    const placed = spec.input?.in === "query" ? { query: input as Record<string, string> } : spec.input ? { body: input } : {};
+    return this.request(spec.method, spec.path, spec.response, { ...placed, ...options }) as Promise<EndpointResponse<K>>;
+  }
+
   private async request<S extends z.ZodType>(
     method: "GET" | "POST",
     path: string,
@@ -612,10 +653,11 @@ function isTransient(error: DuetError): boolean {
 function errorFromAnswer(response: Response, json: unknown, method: string, path: string): DuetError {
   const retryAfter = Number(response.headers.get("retry-after"));
   const retryAfterSeconds = Number.isFinite(retryAfter) && retryAfter >= 0 && response.headers.has("retry-after") ? retryAfter : undefined;
-  const body = json as { error?: unknown; message?: unknown } | undefined;
+  const body = json as { error?: unknown; message?: unknown; ended?: unknown } | undefined;
   if (body && typeof body.error === "string" && isProtocolCode(body.error)) {
     const message = typeof body.message === "string" ? body.message : ERRORS[body.error].message;
-    return new DuetError(body.error, message, { status: response.status, retryAfterSeconds });
+    const ended = RoomEnding.safeParse(body.ended);
+    return new DuetError(body.error, message, { status: response.status, retryAfterSeconds, ended: ended.success ? ended.data : undefined });
   }
   const code = codeForStatus(response.status);
   return new DuetError(code, `${method} ${path} answered HTTP ${response.status}${code === "invalid_response" ? " (not a duet error body)" : ""}.`, {
@@ -716,9 +758,13 @@ class StreamSource {
       }
       if (event.event === "message") return [event.message];
       this.events = undefined;
-      if (event.reason === "gone") throw new DuetError("not_found", ERRORS.not_found.message, { status: 404 });
-      // replaced: another reader of this seat took over on that node; shutdown: the node stops.
+      // replaced: another reader of this seat took over on that node; shutdown: the node
+      // stops. Any other reason: the room ended (how, when the relay says), as recv's 404.
       if (event.reason === "replaced") await sleep(1000, this.signal);
+      else if (event.reason !== "shutdown") {
+        const message = event.ended ? `${describeRoomEnding(event.ended, this.seat.e2e?.seat)} Its code cannot be used again.` : ERRORS.not_found.message;
+        throw new DuetError("not_found", message, { status: 404, ended: event.ended });
+      }
     }
   }
 

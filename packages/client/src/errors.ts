@@ -1,6 +1,6 @@
 // Typed errors of the duet client: one class for what the relay answered, subclasses for
 // what went wrong before an answer (network, timeout, cancellation, a malformed answer).
-import { ERRORS, type ErrorCode } from "@duet/protocol";
+import { ERRORS, type ErrorCode, type RoomEnding } from "@duet/protocol";
 
 /** Codes the client itself produces when there is no relay answer to quote. */
 export type ClientErrorCode = "network" | "timeout" | "aborted" | "invalid_response" | "e2e";
@@ -25,13 +25,23 @@ export class DuetError extends Error {
   readonly status: number | undefined;
   /** Seconds the relay asked us to wait (429 Retry-After), when it said. */
   readonly retryAfterSeconds: number | undefined;
+  /**
+   * How the room ended, when the relay said (a 404 not_found answered to one of the
+   * room's seats, for a while after the end; docs/room-endings.md).
+   */
+  readonly ended: RoomEnding | undefined;
 
-  constructor(code: DuetErrorCode, message: string, options: { status?: number; retryAfterSeconds?: number; cause?: unknown } = {}) {
+  constructor(
+    code: DuetErrorCode,
+    message: string,
+    options: { status?: number; retryAfterSeconds?: number; cause?: unknown; ended?: RoomEnding } = {},
+  ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = "DuetError";
     this.code = code;
     this.status = options.status;
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.ended = options.ended;
   }
 
   /** What a caller (or a person) should do about this error. */

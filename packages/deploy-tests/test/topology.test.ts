@@ -6,6 +6,8 @@ import { ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join, resolve } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { MAX_BODY_BYTES, MAX_TEXT_BYTES, MAX_WAIT_MS, USER_AGENT } from "@duet/protocol";
 
 const ROOT = resolve(__dirname, "../../..");
@@ -42,7 +44,7 @@ function startHarness(): Promise<Ready> {
     detached: true, // own process group: the fallback kill reaches every child
     stdio: ["ignore", "pipe", "pipe"],
     // A long fallback re-check, so a prompt wake-up can only come from Redis pub/sub.
-    env: { ...process.env, SHUTDOWN_DRAIN_SECONDS: "1", LOG_LEVEL: "warn", WAKE_RECHECK_SECONDS: "60" },
+    env: { ...process.env, SHUTDOWN_DRAIN_SECONDS: "1", WAKE_RECHECK_SECONDS: "60" },
   });
   harness = child;
   harnessExit = new Promise((r) => child.once("exit", (code) => r(code)));
@@ -257,6 +259,44 @@ test("the push stream passes nginx unbuffered: each event arrives while the stre
     abort.abort();
   }
   expectOk(await call("close", "POST", "/v1/close", { token: a, body: { code, force: true } }));
+});
+
+test("MCP through nginx: the official client converses on several replicas, and a recv's progress streams before its answer", async () => {
+  // Every HTTP answer's X-Request-Id, to find which replica served it.
+  const served: Call[] = [];
+  const recordingFetch = async (input: string | URL, init?: RequestInit) => {
+    const response = await fetch(input, init);
+    served.push({ name: `mcp ${served.length}`, status: response.status, body: undefined, requestId: response.headers.get("x-request-id") ?? "", ms: 0 });
+    return response;
+  };
+  const client = new Client({ name: "duet-topology-test", version: "1.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${topo.url}/mcp`), { fetch: recordingFetch }));
+  try {
+    const tool = async (name: string, args: Record<string, unknown>, options?: Parameters<Client["callTool"]>[2]) => {
+      const result = await client.callTool({ name, arguments: args }, undefined, options);
+      if (result.isError) throw new Error(`${name}: ${JSON.stringify(result.content)}`);
+      return result.structuredContent as any;
+    };
+    const opened = await tool("open", {});
+    expect(opened.join_url.startsWith(`${topo.url}/join/`)).toBe(true);
+    const joined = await tool("join", { code: opened.code });
+    let progressed!: () => void;
+    const firstProgress = new Promise<void>((r) => (progressed = r));
+    const waiting = tool("recv", { code: opened.code, token: joined.token, wait: MAX_WAIT_MS }, { onprogress: () => progressed() });
+    // A buffering proxy would hold the progress notification until the recv's answer, and
+    // the recv would then end empty after its whole wait.
+    await firstProgress;
+    const sent = await tool("send", { code: opened.code, token: opened.token, text: "hello over MCP through nginx" });
+    expect((await waiting).messages).toEqual([{ id: sent.id, from: "a", text: "hello over MCP through nginx" }]);
+    await tool("ack", { code: opened.code, token: joined.token, ids: [sent.id] });
+    await tool("close", { code: opened.code, token: opened.token });
+  } finally {
+    await client.close();
+  }
+  const upstreams = await upstreamsOf(served.filter((c) => c.requestId !== ""));
+  const addresses = topo.replicas.map((r) => r.address);
+  for (const u of upstreams) expect(addresses).toContain(u);
+  expect(new Set(upstreams).size).toBe(3);
 });
 
 test("SIGTERM stops every process the harness started", async () => {

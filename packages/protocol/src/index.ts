@@ -5,3 +5,5 @@ export * from "./limits.js";
 export * from "./room-code.js";
 export * from "./schemas.js";
 export { buildOpenApiDocument } from "./openapi.js";
+export * from "./room-ending.js";
+export * from "./endpoints.js";

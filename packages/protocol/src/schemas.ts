@@ -77,14 +77,29 @@ export const StreamQuery = z.strictObject({
     .describe("Resume after this message id: only later messages are sent (the Last-Event-ID header does the same)."),
   format: z.enum(["sse", "ndjson"]).optional().describe("sse (default): Server-Sent Events; ndjson: one JSON object per line."),
 });
-/** Why a stream ended (its last event). */
-export const STREAM_END_REASONS = ["gone", "replaced", "shutdown"] as const;
+/**
+ * Why a stream ended (its last event): how the room ended (RoomEnding's reasons, as recv's
+ * 404 says them), "gone" when the relay no longer knows how, "replaced" or "shutdown".
+ */
+export const STREAM_END_REASONS = ["closed", "force_closed", "idle_timeout", "hard_cap", "gone", "replaced", "shutdown"] as const;
 export type StreamEndReason = (typeof STREAM_END_REASONS)[number];
 export const AckRequest = z.strictObject({
   code: RoomCode,
   ids: z.array(MessageId).max(MAX_ACK_IDS, `ids may list at most ${MAX_ACK_IDS} ids`),
 });
-export const StatusQuery = z.strictObject({ code: RoomCode });
+export const StatusQuery = z.strictObject({
+  code: RoomCode,
+  wait: z
+    .string()
+    .regex(/^[0-9]{1,6}$/, "wait must be a whole number of milliseconds")
+    .transform(Number)
+    .pipe(z.number().int().min(0).max(MAX_WAIT_MS, `wait must be at most ${MAX_WAIT_MS}`))
+    .optional()
+    .describe(
+      `Milliseconds to wait for the peer to join: 0 to ${MAX_WAIT_MS}, default 0 (answer at once). ` +
+        "The answer comes as soon as peer_joined is true, the room ends (404) or the wait runs out.",
+    ),
+});
 export const CloseRequest = z.strictObject({
   code: RoomCode,
   force: z.boolean().optional().describe("true abandons unacknowledged messages. Default false."),
@@ -137,9 +152,40 @@ export const StatsResponse = z.object({
   bytes: z.number().int().min(0).describe("UTF-8 bytes of accepted text."),
   rooms_open: z.number().int().min(0).describe("Live gauge, not a total: rooms open right now."),
 });
+
+/** Why a room ended. */
+export const EndReason = z
+  .enum(["closed", "force_closed", "idle_timeout", "hard_cap"])
+  .describe(
+    "closed: a seat closed it with every message acked; force_closed: a seat closed it with force while messages were unacked " +
+      "(see abandoned); idle_timeout: no authenticated call for the idle lifetime; hard_cap: it reached its lifetime from open.",
+  );
+export type EndReason = z.infer<typeof EndReason>;
+
+/**
+ * How a room ended, in the 404 answered to one of its seats for a while after the end
+ * (docs/protocol.md, "How a room ended"). Never given without a valid seat token.
+ */
+export const RoomEnding = z
+  .object({
+    reason: EndReason,
+    by: Seat.optional().describe("The seat that closed the room (closed and force_closed only)."),
+    abandoned: z
+      .object({
+        in: z.number().int().min(0).describe("Messages addressed to you that you had not acked."),
+        out: z.number().int().min(0).describe("Messages you sent that the peer had not acked."),
+      })
+      .optional()
+      .describe("force_closed only: the unacked messages the close threw away, seen from your seat."),
+    at: z.string().describe("When the room ended (ISO 8601, UTC)."),
+  })
+  .describe("How the room ended. Present only on a 404 answered to one of the room's seats.");
+export type RoomEnding = z.infer<typeof RoomEnding>;
+
 export const ErrorResponse = z.object({
   error: z.enum(ERROR_CODES as [string, ...string[]]),
   message: z.string(),
+  ended: RoomEnding.optional(),
 });
 
 export type OpenResponse = z.infer<typeof OpenResponse>;
@@ -149,5 +195,6 @@ export type Message = z.infer<typeof Message>;
 export type RecvResponse = z.infer<typeof RecvResponse>;
 export type AckResponse = z.infer<typeof AckResponse>;
 export type StatusResponse = z.infer<typeof StatusResponse>;
+export type ErrorResponse = z.infer<typeof ErrorResponse>;
 export type CloseResponse = z.infer<typeof CloseResponse>;
 export type StatsResponse = z.infer<typeof StatsResponse>;

@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import express, { type Express, type Request, type RequestHandler } from "express";
 import helmet from "helmet";
-import { buildOpenApiDocument, normalizeRoomCode, type StatsResponse } from "@duet/protocol";
+import { ENDPOINT_METHODS, buildOpenApiDocument, normalizeRoomCode } from "@duet/protocol";
 import type { Config } from "./config.js";
 import { apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
@@ -19,6 +19,8 @@ import { renderLandingHtml, renderLandingMarkdown } from "./http/landing-page.js
 import { rateLimiter } from "./http/rate-limit.js";
 import { renderRecipe } from "./http/recipe.js";
 import { requestLog } from "./http/request-log.js";
+import { mcpRoutes } from "./http/mcp.js";
+import { operations, type Operations } from "./http/operations.js";
 import { ROOM_ENDPOINTS, roomRoutes } from "./http/room-routes.js";
 import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
@@ -40,7 +42,7 @@ export interface AppDeps {
 
 export interface DuetApp extends Express {
   /** Every waiting recv of this app, for shutdown. */
-  locals: Express["locals"] & { waitingRecvs: WaitingRecvs; streams: OpenStreams; metrics: RelayMetrics };
+  locals: Express["locals"] & { waitingRecvs: WaitingRecvs; streams: OpenStreams; metrics: RelayMetrics; operations: Operations };
 }
 
 export function createApp(deps: AppDeps): DuetApp {
@@ -74,8 +76,13 @@ export function createApp(deps: AppDeps): DuetApp {
     { name: "rooms", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.roomsPerWindow },
     deps.rateLimitStores?.rooms,
   );
-  app.use(roomRoutes({ store, waitingRecvs, metrics, baseUrl, wakeRecheckMs: config.wakeRecheckMs, roomLimiter }));
+  const ops = operations({ store, waitingRecvs, metrics, wakeRecheckMs: config.wakeRecheckMs, readTally: () => cachedTally.read() });
+  app.locals.operations = ops;
+  app.use(roomRoutes({ operations: ops, baseUrl, roomLimiter, publicLimiter }));
   app.use(streamRoute(streams));
+
+  // ---- MCP (Streamable HTTP, stateless): any User-Agent, same per-IP limits -------------
+  app.use(mcpRoutes({ operations: ops, baseUrl, logger, metrics, bindHost: config.host, publicUrl: config.publicUrl, publicLimiter, roomLimiter }));
 
   // ---- public: any User-Agent ----------------------------------------------------------
   app.get("/healthz", (_req, res) => void res.json({ ok: true }));
@@ -85,7 +92,12 @@ export function createApp(deps: AppDeps): DuetApp {
   });
   app.get("/v1/api", (req, res) => {
     res.type("text/markdown; charset=utf-8").send(
-      renderRecipe({ baseUrl: baseUrl(req), idleMinutes: config.roomIdleMs / 60_000, maxMinutes: config.roomMaxMs / 60_000 }),
+      renderRecipe({
+        baseUrl: baseUrl(req),
+        idleMinutes: config.roomIdleMs / 60_000,
+        maxMinutes: config.roomMaxMs / 60_000,
+        endingKeepSeconds: config.roomEndingKeepMs / 1000,
+      }),
     );
   });
   // Prometheus scrapes this; the load balancer should not route it from outside.
@@ -97,15 +109,6 @@ export function createApp(deps: AppDeps): DuetApp {
     }
   });
   app.get("/v1/openapi.json", (req, res) => void res.json(buildOpenApiDocument(baseUrl(req))));
-  app.get("/v1/stats", publicLimiter, async (_req, res, next) => {
-    try {
-      const tally = await cachedTally.read();
-      const stats: StatsResponse = { sessions: tally.sessions, paired: tally.paired, messages: tally.messages, bytes: tally.bytes, rooms_open: tally.roomsOpen };
-      res.json(stats);
-    } catch (error) {
-      next(error);
-    }
-  });
   app.get("/", (req, res) => {
     const settings = { baseUrl: baseUrl(req), idleMinutes: config.roomIdleMs / 60_000, maxMinutes: config.roomMaxMs / 60_000 };
     res.vary("Accept");
@@ -129,7 +132,7 @@ export function createApp(deps: AppDeps): DuetApp {
   });
 
   // ---- everything else -----------------------------------------------------------------
-  for (const [path, method] of Object.entries(ROOM_ENDPOINTS)) {
+  for (const [path, method] of Object.entries({ ...ENDPOINT_METHODS, ...ROOM_ENDPOINTS })) {
     app.all(path, (_req, res, next) => {
       res.set("Allow", method === "GET" ? "GET, HEAD" : method);
       next(apiError("method_not_allowed", `Use ${method} ${path}.`));

@@ -36,36 +36,101 @@ const trustProxy = z
     return value.split(",").map((part) => part.trim()).filter(Boolean);
   });
 
-const clusterNodes = z
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+const HOST_PORT = /^\s*([^\s:=,]+|\[[^\]]+\]):([0-9]{1,5})\s*$/;
+
+/** "host:port" (an IPv6 host in brackets), or undefined. */
+function parseHostPort(entry: string): HostPort | undefined {
+  const match = HOST_PORT.exec(entry);
+  if (!match || Number(match[2]) > 65535) return undefined;
+  return { host: match[1]!.replace(/^\[|\]$/g, ""), port: Number(match[2]) };
+}
+
+/** A comma-separated list of host:port. */
+const hostPortList = z
   .string()
   .trim()
   .optional()
   .transform((value, ctx) => {
     if (!value) return undefined;
     return value.split(",").map((entry) => {
-      const match = /^\s*([^\s:]+|\[[^\]]+\]):([0-9]{1,5})\s*$/.exec(entry);
-      if (!match) {
-        ctx.addIssue({ code: "custom", message: `"${entry}" is not host:port` });
-        return { host: "", port: 0 };
-      }
-      return { host: match[1]!.replace(/^\[|\]$/g, ""), port: Number(match[2]) };
+      const parsed = parseHostPort(entry);
+      if (!parsed) ctx.addIssue({ code: "custom", message: `"${entry}" is not host:port` });
+      return parsed ?? { host: "", port: 0 };
     });
+  });
+
+/**
+ * Sentinel's NAT map: "reported=reachable,…", each side host:port. Sentinel reports the
+ * addresses Redis nodes announce, which a client outside their network may not reach.
+ */
+const natMap = z
+  .string()
+  .trim()
+  .optional()
+  .transform((value, ctx) => {
+    if (!value) return undefined;
+    const map: Record<string, HostPort> = {};
+    for (const entry of value.split(",")) {
+      const [from, to, extra] = entry.split("=");
+      const reported = from === undefined ? undefined : parseHostPort(from);
+      const reachable = to === undefined ? undefined : parseHostPort(to);
+      if (!reported || !reachable || extra !== undefined) {
+        ctx.addIssue({ code: "custom", message: `"${entry}" is not host:port=host:port` });
+        continue;
+      }
+      map[`${reported.host}:${reported.port}`] = reachable;
+    }
+    return map;
+  });
+
+const flag = z
+  .string()
+  .trim()
+  .optional()
+  .transform((value, ctx) => {
+    if (value === undefined || value === "" || value === "false" || value === "0") return false;
+    if (value === "true" || value === "1") return true;
+    ctx.addIssue({ code: "custom", message: "must be true or false" });
+    return z.NEVER;
   });
 
 export const ConfigSchema = z
   .object({
     PORT: integer(8080, 0, 65535).describe("TCP port to listen on; `0` picks a free one."),
     HOST: optionalText.transform((v) => v ?? "127.0.0.1").describe("Address to listen on. Containers must set `0.0.0.0` (the image does)."),
-    PUBLIC_URL: optionalText.pipe(z.url({ protocol: /^https?$/ }).optional()).transform((v) => v?.replace(/\/+$/, "")).describe("Public base URL, e.g. `https://duet.example.com`, for `join_url`, the share block and the recipe. Unset: taken from each request. Set it behind a load balancer."),
+    PUBLIC_URL: optionalText.pipe(z.url({ protocol: /^https?$/ }).optional()).transform((v) => v?.replace(/\/+$/, "")).describe("Public base URL, e.g. `https://duet.example.com`, for `join_url`, the share block and the recipe, and the one `Host` that `/mcp` accepts besides loopback names (DNS-rebinding protection). Unset: taken from each request. Set it behind a load balancer."),
     TRUST_PROXY: trustProxy.describe("Proxies in front whose `X-Forwarded-For`/`-Proto` are honoured: their number (`1` behind one nginx or ingress-nginx) or their addresses/subnets, comma-separated (`10.0.0.0/8,127.0.0.1`). `true` is refused: it would let any client choose the IP its rate limit counts."),
     REDIS_URL: optionalText.pipe(z.url({ protocol: /^rediss?$/ }).optional()).describe("`redis://[:password@]host:6379[/db]` or `rediss://` (TLS). Unset, with `REDIS_CLUSTER_NODES` unset too: rooms live in process memory (one node only, lost on restart)."),
-    REDIS_CLUSTER_NODES: clusterNodes.describe("Redis Cluster seed nodes, `host:port,host:port`, instead of `REDIS_URL` (never both)."),
+    REDIS_CLUSTER_NODES: hostPortList.describe("Redis Cluster seed nodes, `host:port,host:port`. Exactly one of `REDIS_URL`, `REDIS_CLUSTER_NODES` and `REDIS_SENTINELS` may be set."),
+    REDIS_SENTINELS: hostPortList.describe("Sentinels of a Sentinel-managed Redis, `host:port,host:port` (with `REDIS_SENTINEL_NAME`); the relay follows failovers (docs/high-availability.md)."),
+    REDIS_SENTINEL_NAME: optionalText.describe("The master name the sentinels monitor (`sentinel monitor <name> …`); required with `REDIS_SENTINELS`."),
+    REDIS_SENTINEL_USERNAME: optionalText.describe("ACL user for the sentinels (managed Sentinel)."),
+    REDIS_SENTINEL_PASSWORD: optionalText.describe("Password for the sentinels (managed Sentinel)."),
+    REDIS_SENTINEL_TLS: flag.describe("`true`: talk TLS to the sentinels."),
+    REDIS_SENTINEL_NAT_MAP: natMap.describe("Addresses the sentinels report that this relay cannot reach, mapped to ones it can: `reported-host:port=reachable-host:port,…`."),
+    // The data nodes' credentials and TLS when they are found through Sentinel or a cluster's
+    // seeds (REDIS_URL carries its own: redis://user:password@host, rediss:// for TLS).
+    REDIS_USERNAME: optionalText.describe("ACL user of the Redis data nodes found through Sentinel or cluster seeds (`REDIS_URL` carries its own)."),
+    REDIS_PASSWORD: optionalText.describe("Password of the Redis data nodes found through Sentinel or cluster seeds (`REDIS_URL` carries its own)."),
+    REDIS_TLS: flag.describe("`true`: TLS to the Redis data nodes found through Sentinel or cluster seeds (`rediss://` does it for `REDIS_URL`)."),
+    // Acknowledged means replicated: with N > 0 a state change answers success only once
+    // WAIT N confirms it reached N replicas, within the timeout (else 503).
+    REDIS_WRITE_ACK_REPLICAS: integer(0, 0, 64).describe("A state change (open, join, send, ack, close) answers success only once this many replicas have it (`WAIT`); else 503. `0`: as soon as the master has it. Set it to the number of replicas to lose nothing acknowledged in a failover."),
+    REDIS_WRITE_ACK_TIMEOUT_MS: integer(500, 1, 60_000).describe("How long a state change waits for `REDIS_WRITE_ACK_REPLICAS` replicas before it answers 503; below `REDIS_COMMAND_TIMEOUT_MS`."),
     REDIS_KEY_PREFIX: optionalText.transform((v) => v ?? "duet:").describe("Prefix of every Redis key and channel; lets several installations share one Redis."),
     // 1.5 s: with the rate-limit count's own 500 ms bound, no call outlasts its wait by more
     // than about 2 s while Redis is silent.
     REDIS_COMMAND_TIMEOUT_MS: integer(1500, 50, 60_000).describe("A store call slower than this answers 503 `unavailable`, so no call outlasts its wait by more than about 2 s while Redis is silent."),
     ROOM_IDLE_SECONDS: integer(1800, 1, 86_400).describe("Idle lifetime: a room ends this long after its last authenticated call."),
     ROOM_MAX_SECONDS: integer(1800, 1, 86_400).describe("Hard lifetime: a room ends this long after open, whatever happens."),
+    // 10 minutes: far longer than a recv waits (25 s) or a client retries, long enough for an
+    // agent to come back from a slow turn and still learn how its room ended.
+    ROOM_ENDING_KEEP_SECONDS: integer(600, 0, 86_400).describe("After a room ends, its two seats are told how (404 with `ended`) for this long; `0` keeps every 404 bare."),
     UA_POLICY: z.enum(["denylist", "off", "strict"]).optional().transform((v) => v ?? "denylist").describe("`denylist`: 403 for empty and generic library User-Agents on room calls; `strict`: only `duet/…`; `off`: any."),
     RATE_LIMIT_WINDOW_SECONDS: integer(60, 1, 86_400).describe("Window of the per-IP rate limits (shared by all nodes through Redis)."),
     RATE_LIMIT_REQUESTS: integer(600, 0).describe("Room calls and stats reads per IP per window; `0` turns the limit off."),
@@ -78,10 +143,65 @@ export const ConfigSchema = z
     LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional().transform((v) => v ?? "info").describe("`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`."),
   })
   .superRefine((env, ctx) => {
-    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) {
-      ctx.addIssue({ code: "custom", path: ["REDIS_CLUSTER_NODES"], message: "set REDIS_URL or REDIS_CLUSTER_NODES, not both" });
+    const ways = (["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"] as const).filter((name) => env[name] !== undefined);
+    if (ways.length > 1) {
+      ctx.addIssue({
+        code: "custom",
+        path: [ways[1]!],
+        message: `${ways.join(" and ")} are all set: REDIS_URL (one Redis), REDIS_CLUSTER_NODES (a cluster) and REDIS_SENTINELS (Sentinel) are three ways to reach the store; set exactly one`,
+      });
+    }
+    const sentinelOnly = ["REDIS_SENTINEL_NAME", "REDIS_SENTINEL_USERNAME", "REDIS_SENTINEL_PASSWORD", "REDIS_SENTINEL_NAT_MAP"] as const;
+    if (env.REDIS_SENTINELS === undefined) {
+      for (const name of sentinelOnly) {
+        if (env[name] !== undefined) ctx.addIssue({ code: "custom", path: [name], message: "only applies with REDIS_SENTINELS" });
+      }
+      if (env.REDIS_SENTINEL_TLS) ctx.addIssue({ code: "custom", path: ["REDIS_SENTINEL_TLS"], message: "only applies with REDIS_SENTINELS" });
+    } else if (env.REDIS_SENTINEL_NAME === undefined) {
+      ctx.addIssue({ code: "custom", path: ["REDIS_SENTINEL_NAME"], message: "is required with REDIS_SENTINELS: the name Sentinel monitors the master under" });
+    }
+    if (env.REDIS_URL !== undefined) {
+      for (const name of ["REDIS_USERNAME", "REDIS_PASSWORD"] as const) {
+        if (env[name] !== undefined) ctx.addIssue({ code: "custom", path: [name], message: "not with REDIS_URL: put it in the URL (redis://user:password@host:port)" });
+      }
+      if (env.REDIS_TLS) ctx.addIssue({ code: "custom", path: ["REDIS_TLS"], message: "not with REDIS_URL: use a rediss:// URL" });
+    }
+    if (env.REDIS_WRITE_ACK_REPLICAS > 0) {
+      if (ways.length === 0) ctx.addIssue({ code: "custom", path: ["REDIS_WRITE_ACK_REPLICAS"], message: "needs Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)" });
+      // The pipeline [script, WAIT] must answer within the command timeout.
+      if (env.REDIS_WRITE_ACK_TIMEOUT_MS >= env.REDIS_COMMAND_TIMEOUT_MS) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["REDIS_WRITE_ACK_TIMEOUT_MS"],
+          message: `must be below REDIS_COMMAND_TIMEOUT_MS (${env.REDIS_COMMAND_TIMEOUT_MS}): the script and its WAIT answer within one command timeout`,
+        });
+      }
     }
   });
+
+/** How to reach Redis: exactly one of url, clusterNodes, sentinel. */
+export interface RedisConfig {
+  url?: string;
+  clusterNodes?: HostPort[];
+  sentinel?: {
+    sentinels: HostPort[];
+    name: string;
+    username?: string;
+    password?: string;
+    tls: boolean;
+    /** "reported host:port" -> reachable address. */
+    natMap?: Record<string, HostPort>;
+  };
+  /** The data nodes' credentials and TLS (cluster and Sentinel; a URL carries its own). */
+  username?: string;
+  password?: string;
+  tls: boolean;
+  keyPrefix: string;
+  commandTimeoutMs: number;
+  /** Replicas WAIT must confirm before a state change answers success (0: none). */
+  writeAckReplicas: number;
+  writeAckTimeoutMs: number;
+}
 
 /** The server's settings, in the units the code uses. */
 export interface Config {
@@ -89,9 +209,11 @@ export interface Config {
   host: string;
   publicUrl?: string;
   trustProxy: false | number | string[];
-  redis?: { url?: string; clusterNodes?: { host: string; port: number }[]; keyPrefix: string; commandTimeoutMs: number };
+  redis?: RedisConfig;
   roomIdleMs: number;
   roomMaxMs: number;
+  /** How long a room's seats still learn how it ended, after it ended. */
+  roomEndingKeepMs: number;
   userAgentPolicy: "denylist" | "off" | "strict";
   rateLimit: { windowMs: number; requestsPerWindow: number; roomsPerWindow: number };
   wakeRecheckMs: number;
@@ -116,17 +238,38 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join(".") || "environment"}: ${issue.message}`));
   }
   const e = parsed.data;
-  const onRedis = e.REDIS_URL !== undefined || e.REDIS_CLUSTER_NODES !== undefined;
+  const onRedis = e.REDIS_URL !== undefined || e.REDIS_CLUSTER_NODES !== undefined || e.REDIS_SENTINELS !== undefined;
   return {
     port: e.PORT,
     host: e.HOST,
     publicUrl: e.PUBLIC_URL,
     trustProxy: e.TRUST_PROXY,
     redis: onRedis
-      ? { url: e.REDIS_URL, clusterNodes: e.REDIS_CLUSTER_NODES, keyPrefix: e.REDIS_KEY_PREFIX, commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS }
+      ? {
+          url: e.REDIS_URL,
+          clusterNodes: e.REDIS_CLUSTER_NODES,
+          sentinel: e.REDIS_SENTINELS
+            ? {
+                sentinels: e.REDIS_SENTINELS,
+                name: e.REDIS_SENTINEL_NAME!,
+                username: e.REDIS_SENTINEL_USERNAME,
+                password: e.REDIS_SENTINEL_PASSWORD,
+                tls: e.REDIS_SENTINEL_TLS,
+                natMap: e.REDIS_SENTINEL_NAT_MAP,
+              }
+            : undefined,
+          username: e.REDIS_USERNAME,
+          password: e.REDIS_PASSWORD,
+          tls: e.REDIS_TLS,
+          keyPrefix: e.REDIS_KEY_PREFIX,
+          commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+          writeAckReplicas: e.REDIS_WRITE_ACK_REPLICAS,
+          writeAckTimeoutMs: e.REDIS_WRITE_ACK_TIMEOUT_MS,
+        }
       : undefined,
     roomIdleMs: e.ROOM_IDLE_SECONDS * 1000,
     roomMaxMs: e.ROOM_MAX_SECONDS * 1000,
+    roomEndingKeepMs: e.ROOM_ENDING_KEEP_SECONDS * 1000,
     userAgentPolicy: e.UA_POLICY,
     rateLimit: {
       windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000,

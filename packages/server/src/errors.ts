@@ -1,11 +1,13 @@
 // The server's one error type. Every refusal is an ApiError carrying a code from the
 // protocol's catalogue; the error middleware turns it into {"error","message"}.
-import { ERRORS, type ErrorCode } from "@duet/protocol";
+import { ERRORS, describeRoomEnding, type ErrorCode, type RoomEnding, type Seat } from "@duet/protocol";
 
 export class ApiError extends Error {
   readonly status: number;
   /** Seconds a client should wait before retrying (429 and 503). */
   retryAfterSeconds?: number;
+  /** How the room ended: only on a 404 answered to one of the room's seats. */
+  ended?: RoomEnding;
 
   constructor(
     readonly code: ErrorCode,
@@ -18,3 +20,10 @@ export class ApiError extends Error {
 }
 
 export const apiError = (code: ErrorCode, message?: string) => new ApiError(code, message);
+
+/** 404 for one of an ended room's seats: the reason, in the body and in the sentence. */
+export function roomEndedError(ended: RoomEnding, seat: Seat): ApiError {
+  const error = new ApiError("not_found", `${describeRoomEnding(ended, seat)} Its code cannot be used again; open a new room if you still need one.`);
+  error.ended = ended;
+  return error;
+}

@@ -30,10 +30,10 @@ export interface StoreWiring {
 
 /** Builds the store the configuration asks for: Redis when configured, else in-process. */
 export function createStore(config: Config): StoreWiring {
-  const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs };
+  const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs, endingKeepMs: config.roomEndingKeepMs };
   if (!config.redis) return { store: new MemoryRoomStore(lifetimes), connections: [] };
   const keys = new RedisKeys(config.redis.keyPrefix);
-  const { commands: client, subscriber } = createRedisConnections(config.redis);
+  const { commands: client, subscriber, acked, stop } = createRedisConnections(config.redis);
   const store = new RedisRoomStore({
     client,
     subscriber,
@@ -41,12 +41,15 @@ export function createStore(config: Config): StoreWiring {
     keyPrefix: config.redis.keyPrefix,
     lifetimes,
     operationTimeoutMs: config.redis.commandTimeoutMs,
+    writeAck: acked ? { client: acked, replicas: config.redis.writeAckReplicas, timeoutMs: config.redis.writeAckTimeoutMs } : undefined,
+    onClose: stop,
   });
   return {
     store,
     connections: [
       ["commands", client],
       ["subscriber", subscriber],
+      ...(acked ? [["acked-writes", acked] as [string, RedisClient]] : []),
     ],
     rateLimitStores: {
       requests: new FailOpenRedisRateLimitStore(client, keys.rateLimit("requests")),
@@ -120,13 +123,14 @@ async function main(): Promise<void> {
   }
   const logger = createLogger(config.logLevel);
   const relay = await startRelay(config, logger);
-  logger.info({ url: relay.url, store: relay.store.kind }, "listening");
-  // Whoever started us (a supervisor, a test) learns the URL now, not at the next 4 KiB;
-  // after that, buffered lines reach stdout within a second.
-  logger.flush();
-  setInterval(() => logger.flush(), 1000).unref();
+  // Installed before "listening" is logged: whoever waits for that line may signal at once.
+  // Ctrl-C under `pnpm start` reaches the relay twice (from the terminal, and forwarded by
+  // pnpm): a repeated signal must not cut the drain short (the drain has its own bound).
+  let stopping = false;
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
-    process.once(signal, () => {
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
       relay.shutdown().then(
         () => logger.flush(() => process.exit(0)),
         (error) => {
@@ -136,6 +140,11 @@ async function main(): Promise<void> {
       );
     });
   }
+  logger.info({ url: relay.url, store: relay.store.kind }, "listening");
+  // Whoever started us (a supervisor, a test) learns the URL now, not at the next 4 KiB;
+  // after that, buffered lines reach stdout within a second.
+  logger.flush();
+  setInterval(() => logger.flush(), 1000).unref();
 }
 
 if (require.main === module) {

@@ -1,3 +1,4 @@
 // @duet/testkit: fixtures the duet packages' tests and benchmarks share.
 export * from "./redis-server.js";
 export * from "./redis-cluster.js";
+export * from "./redis-sentinel.js";

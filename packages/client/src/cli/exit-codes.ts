@@ -24,7 +24,8 @@ export const EXIT_CODES_HELP = `Exit codes:
   1    unexpected error (relay answered 5xx or something that is not duet; a bug)
   2    usage: bad arguments, no text, no room (run duet open / duet join) or several rooms (pass --code)
   3    network: the relay is unreachable or did not answer (check DUET_URL / --base-url)
-  4    not_found: the room is unknown, closed or expired (its local entry is removed; open a new room)
+  4    not_found: the room is unknown, closed or expired (the message says how it ended; its token is
+       forgotten; duet close on it exits 0; open a new room)
   5    full: both seats are taken (ask the opener for a new room)
   6    unread: close refused while messages are unacked (duet recv --ack, or duet close --force)
   7    busy: still rate_limited or mailbox_full when the time ran out (retry later, same command)
@@ -74,8 +75,11 @@ export function exitCodeFor(error: unknown): ExitCode {
 export function adviceFor(error: DuetError): string {
   switch (error.code) {
     case "network": return "Check that the relay runs at that address; set DUET_URL or --base-url.";
-    case "not_found": return "Its local entry is removed; open a new room with `duet open`.";
-    case "full": return "Both seats are taken; ask the opener for a new room.";
+    case "not_found":
+      // With `ended` the relay's message already says how the room ended and what to do.
+      if (error.ended) return "Its seat is forgotten here; `duet open` opens a new room.";
+      return "The room is unknown or has ended (a seat of it here is forgotten); open a new room with `duet open` if you need one.";
+    case "full": return "Ask the opener for a new room.";
     case "unread": return "Read them with `duet recv --ack` (or `duet watch`), or abandon them with `duet close --force`.";
     case "rate_limited": return "Wait a minute, then run the same command again.";
     case "mailbox_full": return "The peer has not acked your earlier messages; try again later or ask the peer to run `duet watch`.";

@@ -1,14 +1,14 @@
 // The duet CLI: commands, flags and output. Seat tokens live only in the state file; no
 // command ever prints one, with or without --json.
 import { Command, CommanderError, Option } from "commander";
-import { MAX_WAIT_MS, type Message, type StatusResponse } from "@duet/protocol";
+import { MAX_WAIT_MS, describeRoomEnding, type Message, type RoomEnding, type StatusResponse } from "@duet/protocol";
 import { DEFAULT_BASE_URL, DuetClient, DuetE2eError, type OpenedMessage, type RejectedMessage, type SeatCredentials, type WaitEvent } from "../client.js";
 import { E2eSession, roomKeyInText } from "../e2e.js";
 import { DuetError } from "../errors.js";
 import { extractRoomCode } from "../room-input.js";
 import { CliError, EXIT, EXIT_CODES_HELP, adviceFor, exitCodeFor, type ExitCode } from "./exit-codes.js";
 import { Spinner } from "./spinner.js";
-import { StateStore, defaultStateDir, type RoomEntry } from "./state.js";
+import { StateStore, defaultStateDir, type EndedEntry, type RoomEntry } from "./state.js";
 
 interface GlobalOptions {
   json?: boolean;
@@ -77,13 +77,16 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
   /**
    * The room a command acts on: --code, else the only room in the state file. With several,
    * entries whose room is gone (expired while nobody looked) are dropped first, so stale
-   * entries never make a command ambiguous.
+   * entries never make a command ambiguous. A room that this state file saw end throws
+   * RoomEndedError (exit 4), saying how it ended.
    */
   const roomFor = async (options: GlobalOptions): Promise<RoomEntry> => {
     if (options.code !== undefined) {
       const room = extractRoomCode(options.code);
       if (!room) throw new CliError(`"${options.code}" is not a room code (like k7dq-3mxa-9z2f).`);
       const entry = state.get(room.code);
+      const gone = state.endedRooms().find((ended) => ended.code === room.code);
+      if (!entry && gone) throw new RoomEndedError(gone);
       if (!entry) throw new CliError(`No seat in room ${room.code} in ${state.path}; run \`duet join ${room.code}\` first.`);
       return entry;
     }
@@ -95,7 +98,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
             await clientForRoom(options, entry).status(seatOf(entry), { timeoutMs: 5000 });
           } catch (error) {
             if (error instanceof DuetError && error.code === "not_found") {
-              state.remove(entry.code);
+              state.markEnded(entry, error.ended);
               return false;
             }
           }
@@ -104,18 +107,22 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
       );
       rooms = rooms.filter((_, index) => alive[index]);
     }
-    if (rooms.length === 0) throw new CliError("No room yet: run `duet open`, or `duet join <code>` with the code you were given.");
+    if (rooms.length === 0) {
+      const [lastEnded] = state.endedRooms();
+      if (lastEnded) throw new RoomEndedError(lastEnded);
+      throw new CliError("No room yet: run `duet open`, or `duet join <code>` with the code you were given.");
+    }
     if (rooms.length > 1) throw new CliError(`Several rooms (${rooms.map((r) => r.code).join(", ")}): pass --code <code>.`);
     return rooms[0]!;
   };
   const seatOf = (entry: RoomEntry): SeatCredentials => ({ code: entry.code, token: entry.token });
   const clientForRoom = (options: GlobalOptions, entry: RoomEntry) => clientFor(options.baseUrl ?? entry.baseUrl);
-  /** Runs a room command; when the relay says the room is gone, forgets its token too. */
+  /** Runs a room command; when the relay says the room is gone, forgets its token (and keeps how it ended). */
   const inRoom = async <T>(entry: RoomEntry, run: () => Promise<T>): Promise<T> => {
     try {
       return await run();
     } catch (error) {
-      if (error instanceof DuetError && error.code === "not_found") state.remove(entry.code);
+      if (error instanceof DuetError && error.code === "not_found") state.markEnded(entry, error.ended);
       throw error;
     } finally {
       spinner.stop();
@@ -190,9 +197,14 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
         else print(`Room key added for room ${held.code} (seat ${held.seat}); messages are encrypted and decrypted on this machine.`);
         return;
       }
+      if (held?.seat === "b") {
+        throw new CliError(
+          `This state dir (${state.dir}) already holds seat b of room ${room.code}: it joined already. Carry on with \`duet watch\` and \`duet send\`.`,
+        );
+      }
       if (held) {
         throw new CliError(
-          `This state file (${state.path}) already holds seat ${held.seat} of room ${room.code}; a second agent on this machine needs its own DUET_STATE_DIR.`,
+          `This state dir (${state.dir}) holds seat a of room ${room.code}: it opened the room. The other agent joins it, with its own DUET_STATE_DIR when on this machine.`,
         );
       }
       const baseUrl = options.baseUrl ?? room.baseUrl ?? io.env.DUET_URL ?? DEFAULT_BASE_URL;
@@ -340,7 +352,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
       } catch (error) {
         // The peer closing the room is how a conversation ends: not a failure of watch.
         if (error instanceof DuetError && error.code === "not_found") {
-          note(`Room ${entry.code} is closed or expired; its entry was removed.`);
+          note(`${endingSentence(error.ended, entry.seat)} Its seat is forgotten.`);
           return;
         }
         if (error instanceof DuetE2eError) {
@@ -384,13 +396,27 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .option("--force", "close even if messages are unacked (they are abandoned)")
     .action(async (closeOptions: { force?: boolean }, command: Command) => {
       const options = globals(command);
-      const entry = await roomFor(options);
+      // A room that already ended is what close wants: say how it ended, exit 0.
+      const alreadyEnded = (gone: EndedEntry) => {
+        state.forgetEnded(gone.code);
+        if (json) print(JSON.stringify({ code: gone.code, ok: true, ...(gone.ended ? { ended: gone.ended } : {}) }));
+        else print(`Room ${gone.code} had already ended. ${endingSentence(gone.ended, gone.seat)}`);
+      };
+      let entry: RoomEntry;
+      try {
+        entry = await roomFor(options);
+      } catch (error) {
+        if (error instanceof RoomEndedError) return alreadyEnded(error.gone);
+        if (error instanceof CliError && options.code !== undefined && /^No seat in room/.test(error.message)) {
+          throw new CliError(`No seat in room ${extractRoomCode(options.code)!.code} in ${state.path}: nothing to close here.`);
+        }
+        throw error;
+      }
       try {
         await clientForRoom(options, entry).close(seatOf(entry), { force: closeOptions.force === true });
       } catch (error) {
         if (!(error instanceof DuetError && error.code === "not_found")) throw error;
-        // The room is already gone: what close wanted. Say so, and forget the token.
-        note(`Room ${entry.code} was already closed or expired.`);
+        return alreadyEnded(state.markEnded(entry, error.ended));
       }
       state.remove(entry.code);
       print(json ? JSON.stringify({ code: entry.code, ok: true }) : `Closed room ${entry.code}.`);
@@ -428,11 +454,24 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     if (error instanceof DuetError && error.code === "aborted") return EXIT.interrupted;
     const exitCode = exitCodeFor(error);
     const message = describe(error);
+    const ended = error instanceof DuetError ? error.ended : error instanceof RoomEndedError ? error.gone.ended : undefined;
     io.stderr.write(
-      (json ? JSON.stringify({ error: errorCodeOf(error), message, exit_code: exitCode }) : `duet: ${message}`) + "\n",
+      (json ? JSON.stringify({ error: errorCodeOf(error), message, exit_code: exitCode, ...(ended ? { ended } : {}) }) : `duet: ${message}`) + "\n",
     );
     return exitCode;
   }
+}
+
+/** A room this state file saw end; a command on it exits 4 and says how it ended. */
+class RoomEndedError extends CliError {
+  constructor(readonly gone: EndedEntry) {
+    super(`Room ${gone.code} has ended. ${endingSentence(gone.ended, gone.seat)} Open a new room with \`duet open\` if you need one.`, EXIT.not_found, "not_found");
+  }
+}
+
+/** How the room ended, from the reader's seat; the relay stops saying after a while. */
+function endingSentence(ended: RoomEnding | undefined, seat: "a" | "b"): string {
+  return ended ? describeRoomEnding(ended, seat) : "It was closed or expired (the relay no longer says which).";
 }
 
 function describe(error: unknown): string {

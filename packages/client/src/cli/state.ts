@@ -1,11 +1,14 @@
 // The CLI's state file: one entry per room this machine holds a seat in, with the seat's
 // secret token. Only its owner may read it (0600 in a 0700 directory); it is replaced
-// atomically so a crash never leaves half a file, and an entry goes when its room does.
+// atomically so a crash never leaves half a file, and an entry goes when its room does: its
+// token is dropped then, and what the relay said about the end is kept for a day, so that
+// `duet close` or `duet status` can still say how the room ended.
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import type { E2eState } from "../e2e.js";
+import type { RoomEnding } from "@duet/protocol";
 
 export interface RoomEntry {
   code: string;
@@ -23,9 +26,24 @@ export interface RoomEntry {
   e2e?: E2eState;
 }
 
+/** A room this state file held a seat in, after the relay said it was gone. No token. */
+export interface EndedEntry {
+  code: string;
+  seat: "a" | "b";
+  baseUrl: string;
+  /** How it ended, when the relay said (it says so for a while after the end). */
+  ended?: RoomEnding;
+  /** ISO time the CLI learned the room was gone. */
+  seen: string;
+}
+
+/** How long an ended room is remembered. */
+const ENDED_KEPT_MS = 24 * 60 * 60 * 1000;
+
 interface StateFile {
   version: 1;
   rooms: Record<string, RoomEntry>;
+  ended: Record<string, EndedEntry>;
 }
 
 /** $DUET_STATE_DIR, else $XDG_STATE_HOME/duet, else ~/.local/state/duet. */
@@ -68,6 +86,33 @@ export class StateStore {
     this.write(state);
   }
 
+  /** Rooms that ended, most recently seen first. */
+  endedRooms(): EndedEntry[] {
+    return Object.values(this.read().ended).sort((x, y) => y.seen.localeCompare(x.seen));
+  }
+
+  /** The room is gone: its token is forgotten, how it ended is remembered for a day. */
+  markEnded(entry: RoomEntry, ended?: RoomEnding, now = new Date()): EndedEntry {
+    const state = this.read();
+    delete state.rooms[entry.code];
+    const gone: EndedEntry = { code: entry.code, seat: entry.seat, baseUrl: entry.baseUrl, seen: now.toISOString(), ...(ended ? { ended } : {}) };
+    state.ended[entry.code] = gone;
+    for (const [code, old] of Object.entries(state.ended)) {
+      if (now.getTime() - Date.parse(old.seen) > ENDED_KEPT_MS) delete state.ended[code];
+    }
+    this.write(state);
+    return gone;
+  }
+
+  /** Forgets an ended room; true when there was one. */
+  forgetEnded(code: string): boolean {
+    const state = this.read();
+    if (!(code in state.ended)) return false;
+    delete state.ended[code];
+    this.write(state);
+    return true;
+  }
+
   /** Removes the room's entry; true when there was one. */
   remove(code: string): boolean {
     const state = this.read();
@@ -82,11 +127,11 @@ export class StateStore {
     try {
       text = readFileSync(this.path, "utf8");
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return { version: 1, rooms: {} };
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return { version: 1, rooms: {}, ended: {} };
       throw error;
     }
     const parsed = JSON.parse(text) as Partial<StateFile>;
-    return { version: 1, rooms: parsed.rooms ?? {} };
+    return { version: 1, rooms: parsed.rooms ?? {}, ended: parsed.ended ?? {} };
   }
 
   private write(state: StateFile): void {

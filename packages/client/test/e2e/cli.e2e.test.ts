@@ -126,8 +126,10 @@ describe("duet CLI, two agents through the real relay", () => {
     });
     expect(JSON.parse((await bob.run(["--json", "stats"])).stdout)).toMatchObject({ sessions: expect.any(Number), messages: expect.any(Number) });
     expect(JSON.parse((await bob.run(["--json", "close"])).stdout)).toEqual({ code, ok: true });
-    // The peer's close removed the room; Alice's close tidies her entry and still succeeds.
-    expect(await alice.run(["--json", "close"])).toMatchObject({ code: 0 });
+    // The peer's close removed the room; Alice's close says how it ended, tidies her entry and still succeeds.
+    const aliceClose = await alice.run(["--json", "close"]);
+    expect(aliceClose).toMatchObject({ code: 0 });
+    expect(JSON.parse(aliceClose.stdout)).toEqual({ code, ok: true, ended: { reason: "closed", by: "b", at: expect.any(String) } });
     expect(readState(alice.stateDir).rooms).toEqual({});
   });
 
@@ -144,8 +146,45 @@ describe("duet CLI, two agents through the real relay", () => {
     expect(await alice.run(["close", "--force"])).toMatchObject({ code: 0 });
     const ended = await watching.done;
     expect(ended.code).toBe(0);
-    expect(ended.stderr).toMatch(/closed or expired/);
+    expect(ended.stderr).toMatch(/The room ended: your peer \(seat a\) closed it at \S+ with every message read/);
     expect(readState(bob.stateDir).rooms).toEqual({});
+    // Later commands still say how it ended: exit 4, and close exits 0.
+    const status = await bob.run(["status"]);
+    expect(status.code).toBe(4);
+    expect(status.stderr).toMatch(/^duet: Room \S+ has ended\. The room ended: your peer \(seat a\) closed it/);
+    const closed = await bob.run(["close"]);
+    expect(closed.code).toBe(0);
+    expect(closed.stdout).toMatch(/had already ended\. The room ended: your peer \(seat a\) closed it/);
+    expect(closed.stdout).not.toMatch(/duet join/);
+  });
+
+  it("recv and status on a room the peer force-closed say what was abandoned", async () => {
+    const alice = agent("alice-force");
+    const bob = agent("bob-force");
+    const { stdout } = await alice.run(["open"]);
+    expect((await bob.run(["join", stdout])).code).toBe(0);
+    alice.rememberTokens();
+    bob.rememberTokens();
+    expect((await bob.run(["send", "unread one"])).code).toBe(0);
+    expect((await alice.run(["close"])).code).toBe(6);
+    expect((await alice.run(["close", "--force"])).code).toBe(0);
+    const recv = await bob.run(["--json", "recv", "--wait", "0"]);
+    expect(recv.code).toBe(4);
+    expect(JSON.parse(recv.stderr)).toMatchObject({
+      error: "not_found",
+      exit_code: 4,
+      ended: { reason: "force_closed", by: "a", abandoned: { in: 0, out: 1 } },
+    });
+    expect(JSON.parse(recv.stderr).message).toContain("0 messages to you that you had not acked, 1 message from you that the peer had not acked");
+    const code = /[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}/.exec(stdout)![0];
+    // --code finds the ended room too, and never advises joining it.
+    const closed = await bob.run(["close", "--code", code]);
+    expect(closed.code).toBe(0);
+    expect(closed.stdout).toContain("closed it with force");
+    const again = await bob.run(["close", "--code", code]);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toMatch(/nothing to close here/);
+    expect(again.stderr).not.toMatch(/duet join/);
   });
 
   it("Ctrl-C stops watch promptly with exit 130", async () => {
@@ -205,9 +244,15 @@ describe("duet CLI, two agents through the real relay", () => {
     const erin = agent("erin");
     expect((await dave.run(["join", share])).code).toBe(0);
     dave.rememberTokens();
+    // Joining again from the state dir that holds seat b says so, and blames nobody.
+    const rejoin = await dave.run(["join", share]);
+    expect(rejoin.code).toBe(2);
+    expect(rejoin.stderr).toMatch(/already holds seat b of room/);
+    expect(rejoin.stderr).not.toMatch(/second agent/);
     const full = await erin.run(["join", share]);
     expect(full.code).toBe(5);
     expect(full.stderr).toMatch(/^duet: .*new room/);
+    expect(full.stderr).not.toMatch(/taken[\s\S]*taken/);
 
     // Two rooms in one state file: commands need --code.
     await carol.run(["open"]);

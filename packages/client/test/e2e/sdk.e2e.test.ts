@@ -117,7 +117,7 @@ describe.each(targets)("SDK against the relay (%s store)", (storeKind, start) =>
   it("waitForPeer resolves once the peer joins", async () => {
     const opened = await client.open();
     const a = { code: opened.code, token: opened.token };
-    const waiting = client.waitForPeer(a, { intervalMs: 100, timeoutMs: 10_000 });
+    const waiting = client.waitForPeer(a, { timeoutMs: 10_000 });
     await new Promise((r) => setTimeout(r, 250));
     await client.join(opened.code);
     await expect(waiting).resolves.toMatchObject({ peer_joined: true, members: ["a", "b"] });
@@ -201,7 +201,7 @@ describe.each(targets)("SDK against the relay (%s store)", (storeKind, start) =>
     const loop = client.receiveLoop(b, () => undefined, { waitMs: 10_000 });
     await new Promise((r) => setTimeout(r, 300));
     await client.close(a);
-    await expect(loop).rejects.toMatchObject({ code: "not_found" });
+    await expect(loop).rejects.toMatchObject({ code: "not_found", ended: { reason: "closed", by: "a" } });
   });
 
   it("an AbortSignal cancels a long-polling recv, the receive loop and waitForPeer promptly", async () => {
@@ -211,7 +211,7 @@ describe.each(targets)("SDK against the relay (%s store)", (storeKind, start) =>
     const recv = client.recv(b, { waitMs: 20_000, signal: controller.signal });
     const loop = client.receiveLoop(a, () => undefined, { waitMs: 20_000, signal: controller.signal });
     const opened = await client.open();
-    const waitForPeer = client.waitForPeer({ code: opened.code, token: opened.token }, { signal: controller.signal, intervalMs: 5000 });
+    const waitForPeer = client.waitForPeer({ code: opened.code, token: opened.token }, { signal: controller.signal });
     setTimeout(() => controller.abort(), 300);
     await expect(recv).rejects.toBeInstanceOf(DuetAbortError);
     await expect(loop).resolves.toEqual({ handled: 0 });

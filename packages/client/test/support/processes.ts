@@ -1,8 +1,8 @@
 // Test helpers that start real processes: the relay (node packages/server/dist/main.js on
 // port 0, in-process store or a Redis), a throwaway redis-server, and the built duet CLI.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync } from "node:fs";
-import { freePort, spawnRedis } from "@duet/testkit";
+import { mkdtempSync, rmSync } from "node:fs";
+import { killOnExit, spawnRedis } from "@duet/testkit";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -17,13 +17,14 @@ export interface RelayProcess {
   stop(): Promise<void>;
 }
 
-/** Starts the relay on a free port; REDIS_URL is unset unless `env` sets it. */
+/** Starts the relay on port 0 (it reports the port it bound); REDIS_URL is unset unless `env` sets it. */
 export async function startRelay(env: Record<string, string> = {}): Promise<RelayProcess> {
   const { REDIS_URL: _ignored, REDIS_CLUSTER_NODES: _ignoredToo, ...inherited } = process.env;
   const child = spawn(process.execPath, [SERVER_MAIN], {
     env: { ...inherited, PORT: "0", HOST: "127.0.0.1", RATE_LIMIT_ROOMS: "1000", RATE_LIMIT_REQUESTS: "100000", STATS_CACHE_MS: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  killOnExit(child);
   let output = "";
   const url = await new Promise<string>((resolveUrl, reject) => {
     const timer = setTimeout(() => reject(new Error(`relay did not start:\n${output}`)), 15_000);
@@ -53,9 +54,8 @@ export async function startRelay(env: Record<string, string> = {}): Promise<Rela
   return { url, logs: () => output, stop: () => stopProcess(child) };
 }
 
-export { freePort };
-
-/** A redis-server of our own on a free port (never the shared 6379), without persistence. */
+/** A redis-server of our own on its own port (never the shared 6379), without persistence,
+ * verified to be the process answering on its port. */
 export async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
   const redis = await spawnRedis();
   return { url: redis.url, stop: () => redis.stop() };
@@ -119,6 +119,13 @@ export function runCli(args: string[], options: { stateDir: string; url: string;
   return startCli(args, options).done;
 }
 
+const temporaryDirs: string[] = [];
+/** A fresh directory under the temp dir, removed after the test file (passed or failed). */
 export function temporaryDir(prefix: string): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  temporaryDirs.push(dir);
+  return dir;
 }
+afterAll(() => {
+  for (const dir of temporaryDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});

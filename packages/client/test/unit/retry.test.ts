@@ -173,21 +173,33 @@ describe("answers and errors", () => {
 });
 
 describe("waitForPeer", () => {
-  it("polls status until the peer has joined", async () => {
+  it("long-polls status (wait=) until the peer has joined, with no pause between polls", async () => {
     const { fetchImpl, calls } = scriptedFetch([
       () => json(200, { ...statusBody(0, 0), members: ["a"], peer_joined: false }),
       () => json(200, { ...statusBody(0, 0), members: ["a"], peer_joined: false }),
       () => json(200, statusBody(0, 0)),
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
-    await expect(client.waitForPeer(seat, { intervalMs: 50 })).resolves.toMatchObject({ peer_joined: true });
+    await expect(client.waitForPeer(seat, { pollMs: 5000 })).resolves.toMatchObject({ peer_joined: true });
     expect(calls).toHaveLength(3);
+    for (const call of calls) expect(new URL(call.url).searchParams.get("wait")).toBe("5000");
   });
 
-  it("times out with DuetTimeoutError", async () => {
-    const alone = () => json(200, { ...statusBody(0, 0), members: ["a"], peer_joined: false });
-    const { fetchImpl } = scriptedFetch(Array.from({ length: 20 }, () => alone));
+  it("times out with DuetTimeoutError, never asking the relay to wait past the deadline", async () => {
+    const alone = (call: Call) =>
+      new Promise<Response>((resolve) =>
+        setTimeout(() => resolve(json(200, { ...statusBody(0, 0), members: ["a"], peer_joined: false })), Number(new URL(call.url).searchParams.get("wait") ?? 0)),
+      );
+    const { fetchImpl, calls } = scriptedFetch(Array.from({ length: 20 }, () => alone));
     const client = new DuetClient({ fetch: fetchImpl });
-    await expect(client.waitForPeer(seat, { intervalMs: 100, timeoutMs: 350 })).rejects.toMatchObject({ code: "timeout" });
+    await expect(client.waitForPeer(seat, { pollMs: 100, timeoutMs: 350 })).rejects.toMatchObject({ code: "timeout" });
+    for (const call of calls) expect(Number(new URL(call.url).searchParams.get("wait") ?? 0)).toBeLessThanOrEqual(350);
+  });
+
+  it("rejects with how the room ended when it ends first", async () => {
+    const ended = { reason: "closed", by: "a", at: "2026-11-26T06:00:00.000Z" };
+    const { fetchImpl } = scriptedFetch([() => json(404, { error: "not_found", message: "The room ended: you (seat a) closed it.", ended })]);
+    const client = new DuetClient({ fetch: fetchImpl });
+    await expect(client.waitForPeer(seat)).rejects.toMatchObject({ code: "not_found", ended });
   });
 });

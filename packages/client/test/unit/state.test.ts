@@ -38,6 +38,22 @@ describe("StateStore", () => {
     expect(statSync(store.path).mode & 0o777).toBe(0o600);
   });
 
+  it("forgets an ended room's token but remembers how it ended, for a day", () => {
+    const store = new StateStore(dir);
+    store.put(entry("aaaa-bbbb-cccc", "b"));
+    store.put(entry("dddd-eeee-ffff"));
+    const ended = { reason: "closed" as const, by: "a" as const, at: "2026-11-25T00:00:00.000Z" };
+    store.markEnded(store.get("aaaa-bbbb-cccc")!, ended, new Date("2026-11-25T01:00:00.000Z"));
+    expect(store.list().map((r) => r.code)).toEqual(["dddd-eeee-ffff"]);
+    expect(store.endedRooms()).toEqual([{ code: "aaaa-bbbb-cccc", seat: "b", baseUrl: "http://127.0.0.1:1", ended, seen: "2026-11-25T01:00:00.000Z" }]);
+    expect(readFileSync(store.path, "utf8")).not.toContain("secret-token-aaaa-bbbb-cccc");
+    // A day later, marking another room ended drops the old record.
+    store.markEnded(store.get("dddd-eeee-ffff")!, undefined, new Date("2026-11-26T01:00:01.000Z"));
+    expect(store.endedRooms().map((r) => r.code)).toEqual(["dddd-eeee-ffff"]);
+    expect(store.forgetEnded("dddd-eeee-ffff")).toBe(true);
+    expect(store.endedRooms()).toEqual([]);
+  });
+
   it("holds one entry per room and removes it", () => {
     const store = new StateStore(dir);
     store.put(entry("aaaa-bbbb-cccc"));

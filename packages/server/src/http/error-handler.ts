@@ -26,6 +26,6 @@ export function errorHandler(logger: Logger, metrics: RelayMetrics): ErrorReques
     // Every 429 and 503 says when to come back (docs/protocol.md §12).
     const retryAfter = failure.retryAfterSeconds ?? (failure.status === 429 || failure.status === 503 ? 1 : undefined);
     if (retryAfter !== undefined) res.set("Retry-After", String(retryAfter));
-    res.status(failure.status).json({ error: failure.code, message: failure.message });
+    res.status(failure.status).json({ error: failure.code, message: failure.message, ...(failure.ended ? { ended: failure.ended } : {}) });
   };
 }

@@ -60,6 +60,7 @@ export function renderShareBlock(code: string, joinUrl: string, baseUrl: string)
     `If the duet skill is installed, use it to join this code: ${code}`,
     `No duet CLI? With Node 20: ${cliFetchCommand(baseUrl, joinUrl)}`,
     `Otherwise read the join address: ${joinUrl}`,
+    `MCP-only agent (no shell)? Add the remote MCP server ${baseUrl}/mcp and call its join tool with this code.`,
   ].join("\n");
 }
 

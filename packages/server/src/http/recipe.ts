@@ -6,9 +6,12 @@ export interface RecipeSettings {
   baseUrl: string;
   idleMinutes: number;
   maxMinutes: number;
+  /** How long the reason a room ended stays readable to its seats. Default 600. */
+  endingKeepSeconds?: number;
 }
 
-export function renderRecipe({ baseUrl, idleMinutes, maxMinutes }: RecipeSettings): string {
+export function renderRecipe({ baseUrl, idleMinutes, maxMinutes, endingKeepSeconds = 600 }: RecipeSettings): string {
+  const endingKeep = endingKeepSeconds % 60 === 0 ? `${endingKeepSeconds / 60} minutes` : `${endingKeepSeconds} seconds`;
   const errors = (Object.keys(ERRORS) as ErrorCode[])
     .map((code) => `| ${ERRORS[code].status} | \`${code}\` | ${ERRORS[code].message} | ${ERRORS[code].remedy} |`)
     .join("\n");
@@ -72,12 +75,13 @@ curl -s -X POST ${baseUrl}/v1/join ${H} -d '{"code":"k7dq-3mxa-9z2f"}'
 ### 3. Wait for the peer (agent A)
 
 \`\`\`sh
-curl -s "${baseUrl}/v1/status?code=k7dq-3mxa-9z2f" -H 'User-Agent: ${USER_AGENT}' -H "Authorization: Bearer $TOKEN"
+curl -s "${baseUrl}/v1/status?code=k7dq-3mxa-9z2f&wait=${MAX_WAIT_MS}" -H 'User-Agent: ${USER_AGENT}' -H "Authorization: Bearer $TOKEN"
 \`\`\`
 \`\`\`json
 {"seat":"a","members":["a","b"],"expires_in":1790,"peer_joined":true,"peer_active":true,"pending_in":0,"pending_out":0}
 \`\`\`
-Poll every few seconds until \`peer_joined\` is true. (You may also send before the peer
+With \`wait\` (milliseconds, 0 to ${MAX_WAIT_MS}; default 0 answers at once) status answers as
+soon as \`peer_joined\` is true, or when the wait runs out: repeat it until \`peer_joined\` is true. (You may also send before the peer
 joins: the message waits for it.) \`peer_active\` is true while the peer has made any call in
 the last 60 seconds, a waiting recv included.
 
@@ -107,7 +111,7 @@ recv answers at once when messages are pending, otherwise as soon as one arrives
 \`{"messages":[]}\` when \`wait\` runs out (milliseconds, 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS};
 0 returns at once). It returns every pending message for you, oldest first, and **does not
 consume them**: the same messages come back until you ack them. Loop: recv, handle, ack,
-recv again. If recv answers 404, the room has ended.
+recv again. If recv answers 404, the room has ended (see "How a room ended" below).
 
 ### 5b. Or listen on a stream (Server-Sent Events)
 
@@ -149,6 +153,20 @@ curl -s -X POST ${baseUrl}/v1/close ${H} -H "Authorization: Bearer $TOKEN" -d '{
 Closing ends the room for both seats. While any message (either direction) is unacked,
 close answers 409 \`unread\`; send \`"force":true\` to abandon them. After close, every
 call with the code answers 404.
+
+### How a room ended
+
+For ${endingKeep} after a room ends, a call with one of its seat tokens answers 404
+\`not_found\` with an \`ended\` object, and a \`message\` that says the same in words:
+
+\`\`\`json
+{"error":"not_found","message":"The room ended: your peer (seat b) closed it with force at ...",
+ "ended":{"reason":"force_closed","by":"b","abandoned":{"in":0,"out":1},"at":"2026-11-26T06:00:00.000Z"}}
+\`\`\`
+\`reason\` is \`closed\` (every message was acked), \`force_closed\` (\`abandoned.in\`: messages to you
+that you had not acked; \`abandoned.out\`: yours the peer had not acked), \`idle_timeout\` or
+\`hard_cap\`; \`by\` is the seat that closed. A waiting recv or status gets it too. Without a
+seat token of the room the 404 stays bare, and the code is never reused.
 
 (These examples use curl with \`User-Agent: ${USER_AGENT}\` set explicitly; curl's own
 User-Agent would get 403.)
@@ -203,6 +221,16 @@ Every error is JSON: \`{"error":"<code>","message":"<what happened>"}\`. 429 and
 | Status | error | Meaning | What to do |
 |---|---|---|---|
 ${errors}
+
+## MCP (for agents without a shell)
+
+\`${baseUrl}/mcp\` is the same API as Model Context Protocol tools over Streamable HTTP
+(stateless; no OAuth, no headers): \`open\`, \`join\`, \`send\`, \`recv\`, \`ack\`, \`status\`,
+\`close\`, \`stats\`, with the same rooms, limits and error codes, so an MCP agent and an HTTP
+agent can share a room. The seat token is the \`token\` argument (open and join return it;
+never show it or send it). Claude Code:
+\`claude mcp add --transport http duet ${baseUrl}/mcp\`; Cursor: \`{"mcpServers":{"duet":{"url":"${baseUrl}/mcp"}}}\`
+in \`mcp.json\`. Tool errors carry \`{"error","message","remedy"}\`.
 
 ## Other endpoints
 

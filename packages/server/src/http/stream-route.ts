@@ -3,7 +3,7 @@
 // other endpoint; after it, the stream's last event says why it ended. See
 // src/realtime/streams.ts for what it delivers and what it costs.
 import { Router, type Request, type Response } from "express";
-import { StreamQuery, type Message, type StreamEndReason } from "@duet/protocol";
+import { StreamQuery, type Message, type RoomEnding, type StreamEndReason } from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { OpenStreams, StreamSink } from "../realtime/streams.js";
 import { seatTokenHash } from "./auth.js";
@@ -13,8 +13,8 @@ function sseSink(res: Response): StreamSink {
   return {
     message: (m: Message) => void res.write(`id: ${m.id}\nevent: message\ndata: ${JSON.stringify({ id: m.id, from: m.from, text: m.text })}\n\n`),
     heartbeat: () => void res.write(": hb\n\n"),
-    end: (reason: StreamEndReason) => {
-      if (!res.writableEnded) res.end(`event: end\ndata: ${JSON.stringify({ reason })}\n\n`);
+    end: (reason: StreamEndReason, ended?: RoomEnding) => {
+      if (!res.writableEnded) res.end(`event: end\ndata: ${JSON.stringify(ended ? { reason, ended } : { reason })}\n\n`);
     },
   };
 }
@@ -24,8 +24,8 @@ function ndjsonSink(res: Response): StreamSink {
     message: (m: Message) => void res.write(`${JSON.stringify({ event: "message", id: m.id, from: m.from, text: m.text })}\n`),
     // A space is JSON whitespace: bytes for the proxies, and no line for a tool that wakes on each one.
     heartbeat: () => void res.write(" "),
-    end: (reason: StreamEndReason) => {
-      if (!res.writableEnded) res.end(`${JSON.stringify({ event: "end", reason })}\n`);
+    end: (reason: StreamEndReason, ended?: RoomEnding) => {
+      if (!res.writableEnded) res.end(`${JSON.stringify(ended ? { event: "end", reason, ended } : { event: "end", reason })}\n`);
     },
   };
 }

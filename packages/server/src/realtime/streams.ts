@@ -7,7 +7,7 @@
 // What an idle stream costs: no Redis call at all between messages, except a last-resort
 // re-read every WAKE_RECHECK_SECONDS (see redis-wakeups.ts for why nothing more is needed),
 // and one heartbeat write every HEARTBEAT_MS, made by one shared timer for all streams.
-import type { Message, StreamEndReason } from "@duet/protocol";
+import type { Message, RoomEnding, StreamEndReason } from "@duet/protocol";
 import { ApiError } from "../errors.js";
 import type { InboxSnapshot, RoomStore, SeatCredentials } from "../store/room-store.js";
 import { Waiter } from "./wait-for-messages.js";
@@ -23,16 +23,15 @@ const RETRY_MS = 1000;
 export interface StreamSink {
   message(message: Message): void;
   heartbeat(): void;
-  /** The last event; the sink ends the response. */
-  end(reason: StreamEndReason): void;
+  /** The last event; the sink ends the response. ended: how the room ended, when it did. */
+  end(reason: StreamEndReason, ended?: RoomEnding): void;
 }
 
-/** A store error that means the room is over for this seat (its end reason). */
-export function endReasonOf(error: unknown): StreamEndReason | undefined {
-  // The store reports a closed, expired or unknown room alike as not_found; when it tells
-  // the reasons apart (closed, forced, expired), they belong here.
-  if (error instanceof ApiError && (error.code === "not_found" || error.code === "unauthorized")) return "gone";
-  return undefined;
+/** A store error that means the room is over for this seat: its end reason, and how it ended when the store knows. */
+export function endReasonOf(error: unknown): { reason: StreamEndReason; ended?: RoomEnding } | undefined {
+  if (!(error instanceof ApiError) || (error.code !== "not_found" && error.code !== "unauthorized")) return undefined;
+  // How the room ended, as recv's 404 tells it; a room the store no longer remembers: gone.
+  return error.ended ? { reason: error.ended.reason, ended: error.ended } : { reason: "gone" };
 }
 
 /** A stream that is listening and has read the inbox, not yet serving. */
@@ -84,7 +83,8 @@ export class OpenStreams {
    */
   async open(seat: SeatCredentials): Promise<PreparedStream> {
     let snapshot: InboxSnapshot | undefined;
-    const waiter = new Waiter(() => snapshot?.seat);
+    // Wake-ups for the caller's inbox (every one until a read has told the seat).
+    const waiter = new Waiter((event) => snapshot === undefined || event === snapshot.seat);
     const listen = async () => {
       try {
         return { stop: await this.store.wakeups.watch(seat.code, waiter.onEvent), subscribed: true };
@@ -152,9 +152,9 @@ export class OpenStreams {
       try {
         return await this.store.readInbox(seat, touch);
       } catch (error) {
-        const reason = endReasonOf(error);
-        if (reason) {
-          this.finish(stream, reason);
+        const end = endReasonOf(error);
+        if (end) {
+          this.finish(stream, end.reason, end.ended);
           return undefined;
         }
         // The store is unreachable: hold the stream (heartbeats go on) and try again.
@@ -164,11 +164,11 @@ export class OpenStreams {
     }
   }
 
-  private finish(stream: OpenStream, reason: StreamEndReason): void {
+  private finish(stream: OpenStream, reason: StreamEndReason, ended?: RoomEnding): void {
     if (stream.ended) return;
     stream.ended = true;
     stream.endReason = reason;
-    stream.sink.end(reason);
+    stream.sink.end(reason, ended);
     stream.waiter.fire("drained");
   }
 

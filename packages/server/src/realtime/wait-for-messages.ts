@@ -1,25 +1,24 @@
-// Long-poll recv: answer at once when something is pending, otherwise wait for a wake-up,
-// the room's end (404), or the wait running out (empty list). Shared by both stores.
-import type { InboxSnapshot, RoomStore, SeatCredentials, WakeEvent } from "../store/room-store.js";
+// Long-polls: recv answers at once when something is pending, otherwise waits for a wake-up,
+// the room's end (404), or the wait running out (empty list); a waiting status answers
+// when the peer's seat is claimed, the room ends or the wait runs out. Shared by both stores.
+import type { InboxSnapshot, RoomStatus, RoomStore, SeatCredentials, WakeEvent } from "../store/room-store.js";
 
 export type WakeReason = "wake" | "timer" | "aborted" | "drained";
 
 /** How often a recv re-reads when it could not subscribe to wake-ups. */
 const UNSUBSCRIBED_RECHECK_MS = 1000;
 
-/** One waiting recv: collects wake-ups so none is lost between a read and the next wait. */
+/** One waiting call: collects wake-ups so none is lost between a read and the next wait. */
 export class Waiter {
   private pendingWake = false;
   private pendingFinal?: WakeReason;
   private resolve?: (reason: WakeReason) => void;
 
-  /** seat: the waiter's seat once a read has told it (until then every wake-up counts). */
-  constructor(private readonly seat: () => string | undefined) {}
+  /** concerns: whether a wake-up may change what the waiting call is waiting for. */
+  constructor(private readonly concerns: (event: WakeEvent) => boolean) {}
 
-  /** Wake-ups for the other seat's inbox are not ours. */
   onEvent = (event: WakeEvent): void => {
-    const mine = this.seat();
-    if (event === "closed" || event === "resync" || mine === undefined || event === mine) this.fire("wake");
+    if (event === "closed" || event === "resync" || this.concerns(event)) this.fire("wake");
   };
 
   fire(reason: WakeReason): void {
@@ -58,7 +57,16 @@ export interface WaitOptions {
   signal: AbortSignal;
 }
 
-/** Tracks every waiting recv of this node, so that shutdown can answer them all at once. */
+/** What a long-poll reads, and when its answer is ready. */
+interface LongPoll<T extends { expiresInMs: number }> {
+  /** One read; touch says whether it counts as activity. */
+  read(touch: boolean): Promise<T>;
+  ready(snapshot: T): boolean;
+  /** Whether a wake-up concerns this wait, given the last read (if any). */
+  concerns(event: WakeEvent, last: T | undefined): boolean;
+}
+
+/** Tracks every waiting recv and status of this node, so that shutdown can answer them all at once. */
 export class WaitingRecvs {
   private readonly waiters = new Set<Waiter>();
   private draining = false;
@@ -76,31 +84,53 @@ export class WaitingRecvs {
   }
 
   /** The caller's pending messages, or undefined when the client went away. */
-  async waitForMessages(seat: SeatCredentials, options: WaitOptions): Promise<InboxSnapshot | undefined> {
+  waitForMessages(seat: SeatCredentials, options: WaitOptions): Promise<InboxSnapshot | undefined> {
+    return this.longPoll(seat, options, {
+      read: (touch) => this.store.readInbox(seat, touch),
+      ready: (snapshot) => snapshot.messages.length > 0,
+      // Wake-ups for the other seat's inbox are not ours (until a read tells our seat, every one counts).
+      concerns: (event, last) => last === undefined || event === last.seat,
+    });
+  }
+
+  /**
+   * The caller's room status once the peer's seat is claimed, or when the wait runs out;
+   * undefined when the client went away. The room's end rejects with its 404.
+   */
+  waitForPeer(seat: SeatCredentials, options: WaitOptions): Promise<RoomStatus | undefined> {
+    return this.longPoll(seat, options, {
+      read: (touch) => this.store.getStatus(seat, touch),
+      ready: (status) => status.peerJoined,
+      concerns: (event) => event === "joined",
+    });
+  }
+
+  private async longPoll<T extends { expiresInMs: number }>(seat: SeatCredentials, options: WaitOptions, poll: LongPoll<T>): Promise<T | undefined> {
     // The wait counts from the request's arrival, whatever the reads before it cost.
     const deadline = Date.now() + options.waitMs;
     const mayWait = options.waitMs > 0 && !this.draining;
     // Wake-ups for this room already reach this node (another waiter, or a recent one):
     // listen first, and one read covers everything.
-    if (mayWait && this.store.wakeups.isListening(seat.code)) return this.listenAndWait(seat, deadline, options);
-    // Otherwise a recv that finds messages costs one script call and no subscription.
-    const first = await this.store.readInbox(seat, true);
-    if (first.messages.length > 0 || !mayWait) return first;
-    return this.listenAndWait(seat, deadline, options, first);
+    if (mayWait && this.store.wakeups.isListening(seat.code)) return this.listenAndWait(seat, deadline, options, poll);
+    // Otherwise a call that is answered at once costs one script call and no subscription.
+    const first = await poll.read(true);
+    if (poll.ready(first) || !mayWait) return first;
+    return this.listenAndWait(seat, deadline, options, poll, first);
   }
 
   /**
    * Listens for the room's wake-ups, then reads: a send that landed before the listening
    * began is seen by this read, and any later one wakes the waiter.
    */
-  private async listenAndWait(
+  private async listenAndWait<T extends { expiresInMs: number }>(
     seat: SeatCredentials,
     deadline: number,
     options: WaitOptions,
-    earlier?: InboxSnapshot,
-  ): Promise<InboxSnapshot | undefined> {
+    poll: LongPoll<T>,
+    earlier?: T,
+  ): Promise<T | undefined> {
     let snapshot = earlier;
-    const waiter = new Waiter(() => snapshot?.seat);
+    const waiter = new Waiter((event) => poll.concerns(event, snapshot));
     const onAbort = () => waiter.fire("aborted");
     options.signal.addEventListener("abort", onAbort);
     // Registered before anything can stall, so that shutdown reaches this recv too.
@@ -118,11 +148,11 @@ export class WaitingRecvs {
         recheckMs = Math.min(recheckMs, UNSUBSCRIBED_RECHECK_MS);
       }
       if (options.signal.aborted) return undefined;
-      // Only the recv's first read counts as activity.
-      let current = await this.store.readInbox(seat, earlier === undefined);
+      // Only the first read counts as activity.
+      let current = await poll.read(earlier === undefined);
       snapshot = current;
       for (;;) {
-        if (current.messages.length > 0) return current;
+        if (poll.ready(current)) return current;
         const remaining = deadline - Date.now();
         if (remaining <= 0) return current;
         // Wake at the room's expiry too: the re-read then answers 404.
@@ -130,9 +160,8 @@ export class WaitingRecvs {
         const recheck = recheckMs * (0.8 + Math.random() * 0.4);
         const reason = await waiter.next(Math.min(remaining, recheck, Math.max(current.expiresInMs, 0) + 5));
         if (reason === "aborted") return undefined;
-        if (reason === "drained") return { ...current, messages: [] };
-        if (reason === "timer" && Date.now() >= deadline) return { ...current, messages: [] };
-        current = await this.store.readInbox(seat, false);
+        if (reason === "drained" || (reason === "timer" && Date.now() >= deadline)) return current;
+        current = await poll.read(false);
         snapshot = current;
       }
     } finally {

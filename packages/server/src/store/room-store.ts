@@ -1,5 +1,7 @@
 // The store interface. The HTTP layer talks only to this; the Redis store and the
-// in-process store both implement it and pass one behaviour suite.
+// in-process store both implement it and pass one behaviour suite. Every call with a seat
+// token on a room that ended less than endingKeepMs ago throws a 404 that says how it
+// ended (roomEndedError); any other call on a gone room throws a bare 404.
 import type { Message, Seat } from "@duet/protocol";
 
 /** What a seat's holder proves it is: the SHA-256 of its token, never the token. */
@@ -45,10 +47,11 @@ export interface SendInput extends SeatCredentials {
 }
 
 /**
- * A wake-up: the seat that has new mail ("a" or "b"), "closed" when the room ended, or
- * "resync" when wake-ups may have been missed (every waiter re-reads its inbox).
+ * A wake-up: the seat that has new mail ("a" or "b"), "joined" when seat b was claimed,
+ * "closed" when the room ended, or "resync" when wake-ups may have been missed (every
+ * waiter re-reads).
  */
-export type WakeEvent = Seat | "closed" | "resync";
+export type WakeEvent = Seat | "joined" | "closed" | "resync";
 
 export interface WakeupBus {
   /**
@@ -73,7 +76,8 @@ export interface RoomStore {
   /** Pending messages for the caller; touch=false re-reads without counting as activity. */
   readInbox(seat: SeatCredentials, touch: boolean): Promise<InboxSnapshot>;
   ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }>;
-  getStatus(seat: SeatCredentials): Promise<RoomStatus>;
+  /** The room as the caller sees it; touch=false re-reads without counting as activity. */
+  getStatus(seat: SeatCredentials, touch?: boolean): Promise<RoomStatus>;
   closeRoom(seat: SeatCredentials, force: boolean): Promise<void>;
   getStats(): Promise<StoreTally>;
   /** What anyone with the code may know of a room (the join page): undefined when there is none. No activity. */
@@ -97,4 +101,12 @@ export interface StoreTally {
 export interface RoomLifetimes {
   idleMs: number;
   maxMs: number;
+  /**
+   * How long after a room ends its seats still learn how it ended (a 404 with `ended`);
+   * the code cannot be minted again meanwhile. 0: a bare 404 at once. Default 10 minutes.
+   */
+  endingKeepMs?: number;
 }
+
+/** Default of RoomLifetimes.endingKeepMs (ROOM_ENDING_KEEP_SECONDS). */
+export const DEFAULT_ENDING_KEEP_MS = 600_000;

@@ -1,6 +1,6 @@
 // Bad input: every refusal is a clear JSON error {"error","message"} with the documented
 // status, never a 5xx, a hang or a crash.
-import { MAX_BODY_BYTES } from "@duet/protocol";
+import { ENDPOINTS, MAX_BODY_BYTES, OPERATION_IDS } from "@duet/protocol";
 import { forEachTarget } from "../support/targets";
 
 const expectError = (reply: { status: number; body: any }, status: number, error: string) => {
@@ -156,6 +156,15 @@ forEachTarget((target) => {
       expectError(reply, 405, "method_not_allowed");
       expect(reply.headers.get("allow")).toBe("POST");
       expectError(await target().client.call("DELETE", "/v1/recv"), 405, "method_not_allowed");
+    });
+
+    it("every operation of the endpoint table answers another method with 405 and its one method in Allow", async () => {
+      for (const id of OPERATION_IDS) {
+        const { method, path } = ENDPOINTS[id];
+        const reply = await target().client.call(method === "GET" ? "POST" : "GET", path, method === "GET" ? { body: {} } : {});
+        expectError(reply, 405, "method_not_allowed");
+        expect(reply.headers.get("allow")).toBe(method === "GET" ? "GET, HEAD" : "POST");
+      }
     });
   });
 });

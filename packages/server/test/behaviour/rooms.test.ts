@@ -100,11 +100,13 @@ forEachTarget((target) => {
       expect((await client.status(opened.code, opened.token)).body).toMatchObject({ members: ["a"], peer_joined: false, peer_active: false });
     });
 
-    it("has no wait parameter (unknown query fields are refused)", async () => {
+    it("refuses unknown query fields and a wait out of bounds", async () => {
       const { client } = target();
       const opened = (await client.open()).body;
-      const reply = await client.call("GET", "/v1/status", { query: { code: opened.code, wait: 100 }, token: opened.token });
-      expect(reply.status).toBe(400);
+      const queries: Record<string, string | number>[] = [{ code: opened.code, timeout: 100 }, { code: opened.code, wait: 25_001 }, { code: opened.code, wait: "soon" }];
+      for (const query of queries) {
+        expect((await client.call("GET", "/v1/status", { query, token: opened.token })).status).toBe(400);
+      }
     });
   });
 

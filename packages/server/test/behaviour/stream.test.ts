@@ -52,11 +52,12 @@ forEachTarget((target) => {
       expect(stream.headers.get("content-type")).toMatch(/^application\/x-ndjson/);
       expect((await stream.event(0)).data).toEqual({ id: sent.body.id, from: "a", text: "line one" });
       await client.close(room.code, room.a, true);
-      expect((await stream.event(1)).data).toEqual({ reason: "gone" });
+      const ended = { reason: "force_closed", by: "a", abandoned: { in: 1, out: 0 }, at: expect.any(String) };
+      expect((await stream.event(1)).data).toEqual({ reason: "force_closed", ended });
       await stream.finished;
       expect(stream.raw().trim().split("\n").map((line) => JSON.parse(line))).toEqual([
         { event: "message", id: sent.body.id, from: "a", text: "line one" },
-        { event: "end", reason: "gone" },
+        { event: "end", reason: "force_closed", ended },
       ]);
     } finally {
       stream.close();
@@ -140,16 +141,19 @@ forEachTarget((target) => {
     for (const { sent, got } of results) expect(got).toBe(sent);
   });
 
-  it("ends with `end` reason gone when the room is closed, and the response ends", async () => {
+  it("ends with `end` naming how the room ended (as recv's 404 does), and the response ends", async () => {
     const { client } = target();
     const room = await client.pairedRoom();
     const stream = await openStream(client, room.code, room.b);
     await sleep(100);
-    expect((await client.close(room.code, room.a, true, { node: 1 })).status).toBe(200);
+    expect((await client.close(room.code, room.a, undefined, { node: 1 })).status).toBe(200);
     const end = await stream.event(0);
-    expect(end).toEqual({ event: "end", id: undefined, data: { reason: "gone" } });
+    expect(end).toEqual({ event: "end", id: undefined, data: { reason: "closed", ended: { reason: "closed", by: "a", at: expect.any(String) } } });
     await stream.finished;
     expect(stream.done()).toBe(true);
+    // What recv says of the room now, the stream said.
+    const recv = await client.recv(room.code, room.b, 0);
+    expect(recv.body.ended).toEqual(end.data.ended);
   });
 
   it("answers JSON errors before the stream starts: no token 401, unknown room 404, bad query or Last-Event-ID 400", async () => {

@@ -3,7 +3,9 @@
 // several rooms send with idempotency keys and retry unknown outcomes; the history checker
 // then counts acknowledged sends lost, duplicates and requests hung past wait + 2 s.
 // DUET_SOAK=1 runs more rooms, messages and kills.
-import { rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { checkHistory, History } from "../support/history";
 import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
@@ -28,13 +30,14 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
   const persistence = ["--appendonly", "yes", "--appendfsync", fsync];
 
   beforeAll(async () => {
-    redis = await spawnRedis(persistence);
-    dataDir = redis.dir;
+    // The data directory outlives each killed server, so it is ours, not the fixture's.
+    dataDir = mkdtempSync(join(tmpdir(), "duet-redis-aof-"));
+    redis = await spawnRedis([...persistence, "--dir", dataDir]);
     target = await startTarget("redis-3-nodes", { REDIS_URL: redis.url, REDIS_COMMAND_TIMEOUT_MS: "1000" });
   });
   afterAll(async () => {
     await target?.close();
-    redis?.process.kill("SIGKILL");
+    await redis?.stop("SIGKILL");
     rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -51,9 +54,16 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
       rooms.map((room) => runRoomWorkload(room, { client: target.client, history, messagesPerSeat: MESSAGES_PER_SEAT, recvWaitMs: 2000, sendGapMs: 20, deadline })),
     ).finally(() => (trafficDone = true));
 
+    // Each kill waits for traffic to move on (a share of all the sends acknowledged since
+    // the one before), not for a time: however fast this machine runs the workload, every
+    // kill lands while traffic flows, and the kills end before the traffic can.
+    const acknowledged = () => history.operations.filter((o) => o.kind === "send" && o.status === 200).length;
+    const sendsBetweenKills = Math.floor((ROOMS * 2 * MESSAGES_PER_SEAT) / (KILLS + 2));
     const downMs: number[] = [];
     for (let kill = 0; kill < KILLS; kill++) {
-      await sleep(800 + Math.random() * 700);
+      const from = acknowledged();
+      while (acknowledged() - from < sendsBetweenKills && !trafficDone) await sleep(20);
+      await sleep(Math.random() * 200);
       const exited = new Promise((resolve) => redis.process.once("exit", resolve));
       redis.process.kill("SIGKILL");
       await exited;

@@ -2,8 +2,8 @@
 // Concurrent clients record every call as ok (the server answered 2xx), fail (a definite
 // refusal: 4xx, nothing happened) or unknown (503, timeout, reset, node gone: it may or may
 // not have happened). The checker then verifies, from the client's view alone:
-//   - every send that returned an id is received (by id) before it is acked, or its room ended;
-//   - no id is delivered again after its ack completed;
+//   - every send that returned an id is received (by id, with its text) before it is acked, or its room ended;
+//   - no message is delivered again after its ack completed, and no id names two messages;
 //   - all sends with one idempotency key resolve to one id, and one text is stored once;
 //   - order within a direction holds;
 //   - nothing is received that nobody sent, and nothing a definite failure refused.
@@ -81,8 +81,10 @@ export interface CheckResult {
   lost: number;
   /** Texts stored under more than one id. */
   duplicates: number;
-  /** Ids delivered by a recv that started after their ack completed. */
+  /** Messages delivered (by id and text) by a recv that started after their ack completed. */
   redeliveredAfterAck: number;
+  /** Ids delivered for more than one message (a lost write's id minted again). */
+  idsReused: number;
   /** Requests that took longer than their wait plus hungMarginMs. */
   hung: number;
   /** The slowest of them (up to 10): kind, status, ms, wait. */
@@ -131,6 +133,9 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   // ---- recvs: phantom, duplicates, order ---------------------------------------------
   const idsByText = new Map<string, Set<string>>();
   const received = new Set<string>();
+  // By id AND text: after a failover loses a write, its id can be minted again for another
+  // message, and that one's delivery must not count as the lost one's.
+  const receivedTexts = new Set<string>();
   for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
     let lastSeq = -1;
     const seen = new Set<string>();
@@ -139,6 +144,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
       if (seen.has(message.id)) violate(`recv returned id ${message.id} twice in one answer`);
       seen.add(message.id);
       received.add(`${op.room}|${message.id}`);
+      receivedTexts.add(`${op.room}|${message.id}|${message.text}`);
       const parsed = parseText(message.text);
       const attempts = attemptedTexts.get(`${op.room}|${message.from}|${message.text}`);
       if (!parsed || parsed.room !== op.room || parsed.seat !== message.from || !attempts) {
@@ -165,21 +171,40 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   }
 
   // ---- acks: received before acked, never delivered after ----------------------------
-  const ackedAt = new Map<string, number>();
+  // Deliveries of each id, with their text: after a failover loses writes, a new master can
+  // mint a lost id again for another message. An ack acknowledges the texts its seat had
+  // received under that id; only those coming back after it count as undone.
+  const deliveries = new Map<string, { endedAt: number; text: string }[]>();
+  for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
+    for (const message of op.messages ?? []) {
+      const key = `${op.room}|${message.id}`;
+      deliveries.set(key, [...(deliveries.get(key) ?? []), { endedAt: op.endedAt, text: message.text }]);
+    }
+  }
+  let idsReused = 0;
+  for (const [key, list] of deliveries) {
+    if (new Set(list.map((d) => d.text)).size > 1) {
+      idsReused++;
+      violate(`id ${key} delivered for ${new Set(list.map((d) => d.text)).size} different messages`);
+    }
+  }
+  const acks = new Map<string, { endedAt: number; texts: Set<string> }[]>();
   for (const op of ops.filter((o) => o.kind === "ack")) {
     for (const id of op.ids ?? []) {
       const key = `${op.room}|${id}`;
       if (!received.has(key)) violate(`ack of ${id} in ${op.room}, never received`);
-      if (op.outcome === "ok") ackedAt.set(key, Math.min(ackedAt.get(key) ?? Infinity, op.endedAt));
+      if (op.outcome !== "ok") continue;
+      const texts = new Set((deliveries.get(key) ?? []).filter((d) => d.endedAt <= op.startedAt).map((d) => d.text));
+      acks.set(key, [...(acks.get(key) ?? []), { endedAt: op.endedAt, texts }]);
     }
   }
   let redeliveredAfterAck = 0;
   for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
     for (const message of op.messages ?? []) {
-      const acked = ackedAt.get(`${op.room}|${message.id}`);
-      if (acked !== undefined && op.startedAt > acked) {
+      const undone = (acks.get(`${op.room}|${message.id}`) ?? []).find((ack) => ack.endedAt < op.startedAt && ack.texts.has(message.text));
+      if (undone) {
         redeliveredAfterAck++;
-        violate(`id ${message.id} in ${op.room} delivered by a recv started ${Math.round(op.startedAt - acked)} ms after its ack`);
+        violate(`id ${message.id} in ${op.room} delivered by a recv started ${Math.round(op.startedAt - undone.endedAt)} ms after its ack`);
       }
     }
   }
@@ -187,7 +212,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   // ---- loss ----------------------------------------------------------------------------
   let lost = 0;
   for (const [key, sent] of okSendIds) {
-    if (received.has(key) || options.endedRooms?.has(sent.room)) continue;
+    if (receivedTexts.has(`${key}|${sent.text}`) || options.endedRooms?.has(sent.room)) continue;
     lost++;
     violate(`acknowledged send ${key} (${sent.text.slice(0, 60)}) never received`);
   }
@@ -209,6 +234,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     lost,
     duplicates,
     redeliveredAfterAck,
+    idsReused,
     hung,
     hungExamples,
     unknownOutcomes: ops.filter((o) => o.outcome === "unknown").length,

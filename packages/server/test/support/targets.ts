@@ -1,6 +1,7 @@
 // The relays the behaviour suite runs against. Every target is real HTTP on a loopback
-// port: the in-process store, one node on Redis, three nodes sharing one Redis, and the
-// built server started as a separate process (black box).
+// port: the in-process store, one node on Redis, three nodes sharing one Redis, a cluster,
+// one node on a Sentinel-managed Redis with write-ack (every change confirmed by a
+// replica), and the built server started as a separate process (black box).
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -10,11 +11,12 @@ import { loadConfig, type Config } from "../../src/config";
 import { createLogger } from "../../src/logger";
 import { startRelay, type RunningRelay } from "../../src/main";
 import { TestClient } from "./http-client";
+import { killOnExit } from "@duet/testkit";
 
-export type TargetKind = "memory" | "redis" | "redis-3-nodes" | "cluster" | "cluster-3-nodes" | "process";
+export type TargetKind = "memory" | "redis" | "redis-3-nodes" | "cluster" | "cluster-3-nodes" | "sentinel" | "process";
 
 /** Targets the whole behaviour suite runs on. */
-export const BEHAVIOUR_TARGETS: TargetKind[] = ["memory", "redis", "redis-3-nodes", "cluster", "cluster-3-nodes", "process"];
+export const BEHAVIOUR_TARGETS: TargetKind[] = ["memory", "redis", "redis-3-nodes", "cluster", "cluster-3-nodes", "sentinel", "process"];
 
 export interface RelayTarget {
   kind: TargetKind;
@@ -43,11 +45,15 @@ export const uniquePrefix = () => `t${process.pid}-${randomBytes(4).toString("he
 
 export async function startTarget(kind: TargetKind, env: Record<string, string> = {}): Promise<RelayTarget> {
   const onCluster = kind.startsWith("cluster");
+  const onSentinel = kind === "sentinel";
   const fullEnv = {
     ...TEST_DEFAULTS,
     ...(kind === "memory" ? {} : { REDIS_KEY_PREFIX: uniquePrefix() }),
-    ...(kind === "memory" || onCluster ? {} : { REDIS_URL: process.env.REDIS_URL! }),
+    ...(kind === "memory" || onCluster || onSentinel ? {} : { REDIS_URL: process.env.REDIS_URL! }),
     ...(onCluster ? { REDIS_CLUSTER_NODES: process.env.REDIS_CLUSTER_NODES! } : {}),
+    ...(onSentinel
+      ? { REDIS_SENTINELS: process.env.REDIS_SENTINELS!, REDIS_SENTINEL_NAME: process.env.REDIS_SENTINEL_NAME!, REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "1000" }
+      : {}),
     ...env,
   };
   if (kind === "process") return startProcessTarget(fullEnv);
@@ -68,7 +74,7 @@ export async function startTarget(kind: TargetKind, env: Record<string, string> 
   };
 }
 
-async function waitUntilReady(url: string): Promise<void> {
+export async function waitUntilReady(url: string): Promise<void> {
   for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 25))) {
     const response = await fetch(`${url}/readyz`).catch(() => undefined);
     if (response?.status === 200) return;
@@ -82,6 +88,7 @@ const MAIN_JS = join(__dirname, "../../dist/main.js");
 async function startProcessTarget(env: Record<string, string>): Promise<RelayTarget> {
   if (!existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: run 'pnpm build' first`);
   const child = spawn(process.execPath, [MAIN_JS], { env: { PATH: process.env.PATH!, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  killOnExit(child);
   let output = "";
   child.stdout.on("data", (chunk) => (output += chunk));
   child.stderr.on("data", (chunk) => (output += chunk));

@@ -19,6 +19,8 @@ export interface WorkloadOptions {
   idempotent?: boolean;
   /** Padding appended to each text. */
   padding?: string;
+  /** Senders stop starting new messages once this returns true; receivers then drain. */
+  stopSending?: () => boolean;
 }
 
 export interface Room {
@@ -62,7 +64,7 @@ export async function runRoomWorkload(room: Room, options: WorkloadOptions): Pro
 
   const sender = async (seat: "a" | "b") => {
     const token = room[seat];
-    for (let seq = 0; seq < n && !ended; seq++) {
+    for (let seq = 0; seq < n && !ended && !options.stopSending?.(); seq++) {
       const text = messageText(room.code, seat, seq, options.padding);
       const key = idempotent ? `k-${seat}-${seq}` : undefined;
       while (Date.now() < options.deadline && !ended) {

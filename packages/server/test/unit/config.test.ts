@@ -31,6 +31,55 @@ describe("loadConfig", () => {
     ]);
   });
 
+  it("reads Sentinel, its NAT map and write-ack", () => {
+    const config = loadConfig({
+      REDIS_SENTINELS: "s1:26379, [::1]:26380",
+      REDIS_SENTINEL_NAME: "duet",
+      REDIS_SENTINEL_PASSWORD: "pw",
+      REDIS_SENTINEL_TLS: "true",
+      REDIS_SENTINEL_NAT_MAP: "10.0.0.1:6379=127.0.0.1:16379,10.0.0.2:6379=redis-b.example:6380",
+      REDIS_WRITE_ACK_REPLICAS: "1",
+      REDIS_WRITE_ACK_TIMEOUT_MS: "300",
+    });
+    expect(config.redis).toMatchObject({
+      url: undefined,
+      clusterNodes: undefined,
+      sentinel: {
+        sentinels: [
+          { host: "s1", port: 26379 },
+          { host: "::1", port: 26380 },
+        ],
+        name: "duet",
+        password: "pw",
+        tls: true,
+        natMap: { "10.0.0.1:6379": { host: "127.0.0.1", port: 16379 }, "10.0.0.2:6379": { host: "redis-b.example", port: 6380 } },
+      },
+      writeAckReplicas: 1,
+      writeAckTimeoutMs: 300,
+    });
+    expect(loadConfig({ REDIS_URL: "redis://r:6379" }).redis).toMatchObject({ writeAckReplicas: 0, writeAckTimeoutMs: 500 });
+  });
+
+  it.each([
+    [{ REDIS_URL: "redis://r", REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m" }, "REDIS_SENTINELS"],
+    [{ REDIS_CLUSTER_NODES: "a:1", REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m" }, "REDIS_CLUSTER_NODES and REDIS_SENTINELS"],
+    [{ REDIS_URL: "redis://r", REDIS_CLUSTER_NODES: "a:1" }, "REDIS_URL and REDIS_CLUSTER_NODES"],
+    [{ REDIS_SENTINELS: "s:26379" }, "REDIS_SENTINEL_NAME"],
+    [{ REDIS_SENTINEL_NAME: "m" }, "REDIS_SENTINEL_NAME"],
+    [{ REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m", REDIS_SENTINEL_NAT_MAP: "10.0.0.1:6379" }, "REDIS_SENTINEL_NAT_MAP"],
+    [{ REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m", REDIS_SENTINEL_TLS: "yes" }, "REDIS_SENTINEL_TLS"],
+    [{ REDIS_URL: "redis://r", REDIS_PASSWORD: "pw" }, "REDIS_PASSWORD"],
+    [{ REDIS_WRITE_ACK_REPLICAS: "1" }, "REDIS_WRITE_ACK_REPLICAS"],
+    [{ REDIS_URL: "redis://r", REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "1500" }, "REDIS_WRITE_ACK_TIMEOUT_MS"],
+  ])("refuses %j naming %s", (env, named) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    try {
+      loadConfig(env);
+    } catch (error) {
+      expect((error as ConfigError).message).toContain(named);
+    }
+  });
+
   it.each([
     ["PORT", "eighty"],
     ["PORT", "70000"],
@@ -55,5 +104,13 @@ describe("loadConfig", () => {
     const run = spawnSync(process.execPath, [main], { env: { PATH: process.env.PATH, PORT: "0", ROOM_MAX_SECONDS: "soon" }, encoding: "utf8", timeout: 10_000 });
     expect(run.status).toBe(78);
     expect(run.stderr).toContain("ROOM_MAX_SECONDS");
+  });
+
+  it("the built server exits at start-up when two ways to reach Redis are configured", () => {
+    const main = join(__dirname, "../../dist/main.js");
+    const env = { PATH: process.env.PATH, PORT: "0", REDIS_URL: "redis://127.0.0.1:1", REDIS_SENTINELS: "127.0.0.1:2", REDIS_SENTINEL_NAME: "m" };
+    const run = spawnSync(process.execPath, [main], { env, encoding: "utf8", timeout: 10_000 });
+    expect(run.status).toBe(78);
+    expect(run.stderr).toContain("REDIS_URL and REDIS_SENTINELS");
   });
 });

@@ -4,13 +4,25 @@ import {
   MAX_PENDING_BYTES,
   MAX_PENDING_MESSAGES,
   PEER_ACTIVE_WINDOW_MS,
+  type EndReason,
   type Message,
+  type RoomEnding,
   type Seat,
 } from "@duet/protocol";
-import { apiError } from "../../errors.js";
+import { apiError, roomEndedError } from "../../errors.js";
 import { LocalWakeupBus } from "../../realtime/local-wakeups.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken, tokenHashesEqual } from "../credentials.js";
-import type { InboxSnapshot, RoomLifetimes, RoomStatus, RoomStore, SeatCredentials, SeatGrant, SendInput, StoreTally } from "../room-store.js";
+import {
+  DEFAULT_ENDING_KEEP_MS,
+  type InboxSnapshot,
+  type RoomLifetimes,
+  type RoomStatus,
+  type RoomStore,
+  type SeatCredentials,
+  type SeatGrant,
+  type SendInput,
+  type StoreTally,
+} from "../room-store.js";
 
 interface StoredMessage {
   id: string;
@@ -31,12 +43,25 @@ interface Room {
   e2e: boolean;
 }
 
+/** What is left of a room after it ended, for endingKeepMs: enough to tell its seats how. */
+interface Ending {
+  tokenHashes: { a: string; b?: string };
+  reason: EndReason;
+  by?: Seat;
+  /** Unacked messages the close abandoned, by the seat they were addressed to. */
+  left?: { a: number; b: number };
+  at: number;
+  keptUntil: number;
+}
+
 const peerOf = (seat: Seat): Seat => (seat === "a" ? "b" : "a");
 
 export class MemoryRoomStore implements RoomStore {
   readonly kind = "memory" as const;
   readonly wakeups = new LocalWakeupBus();
   private readonly rooms = new Map<string, Room>();
+  private readonly endings = new Map<string, Ending>();
+  private readonly endingKeepMs: number;
   private readonly tally = { sessions: 0, paired: 0, messages: 0, bytes: 0, closed: 0 };
   private readonly sweeper: NodeJS.Timeout;
 
@@ -44,32 +69,61 @@ export class MemoryRoomStore implements RoomStore {
     private readonly lifetimes: RoomLifetimes,
     private readonly now: () => number = Date.now,
   ) {
+    this.endingKeepMs = lifetimes.endingKeepMs ?? DEFAULT_ENDING_KEEP_MS;
     // Expired rooms are also dropped on access; the sweep only frees their memory.
     this.sweeper = setInterval(() => this.sweep(), 10_000);
     this.sweeper.unref();
   }
 
   private sweep(): void {
-    for (const [code, room] of this.rooms) if (room.expiresAt <= this.now()) this.endRoom(code);
+    for (const [code, room] of this.rooms) if (room.expiresAt <= this.now()) this.expireRoom(code, room);
+    for (const [code, ending] of this.endings) if (ending.keptUntil <= this.now()) this.endings.delete(code);
   }
 
-  private endRoom(code: string): void {
+  private endRoom(code: string, room: Room, ending: Omit<Ending, "tokenHashes" | "keptUntil">): void {
     this.rooms.delete(code);
+    if (this.endingKeepMs > 0) this.endings.set(code, { ...ending, tokenHashes: room.tokenHashes, keptUntil: ending.at + this.endingKeepMs });
     this.wakeups.publish(code, "closed");
   }
 
-  private liveRoom(code: string): Room {
+  /** The room's own expiry time tells idle from hard cap: it is the hard deadline only at the cap. */
+  private expireRoom(code: string, room: Room): void {
+    this.endRoom(code, room, { reason: room.expiresAt >= room.hardDeadline ? "hard_cap" : "idle_timeout", at: room.expiresAt });
+  }
+
+  /** The room, or undefined when it is gone (expired ones are ended here). */
+  private findRoom(code: string): Room | undefined {
     const room = this.rooms.get(code);
-    if (!room) throw apiError("not_found");
-    if (room.expiresAt <= this.now()) {
-      this.endRoom(code);
-      throw apiError("not_found");
+    if (room && room.expiresAt <= this.now()) {
+      this.expireRoom(code, room);
+      return undefined;
     }
     return room;
   }
 
+  private liveRoom(code: string): Room {
+    const room = this.findRoom(code);
+    if (!room) throw apiError("not_found");
+    return room;
+  }
+
+  /** 404 for a gone room: with how it ended when the token holds one of its seats. */
+  private goneError(code: string, tokenHash: string): Error {
+    const ending = this.endings.get(code);
+    if (!ending || ending.keptUntil <= this.now()) return apiError("not_found");
+    let seat: Seat | undefined;
+    if (tokenHashesEqual(ending.tokenHashes.a, tokenHash)) seat = "a";
+    else if (ending.tokenHashes.b !== undefined && tokenHashesEqual(ending.tokenHashes.b, tokenHash)) seat = "b";
+    if (!seat) return apiError("not_found");
+    const ended: RoomEnding = { reason: ending.reason, at: new Date(ending.at).toISOString() };
+    if (ending.by) ended.by = ending.by;
+    if (ending.left) ended.abandoned = { in: ending.left[seat], out: ending.left[peerOf(seat)] };
+    return roomEndedError(ended, seat);
+  }
+
   private authenticate({ code, tokenHash }: SeatCredentials): { room: Room; seat: Seat } {
-    const room = this.liveRoom(code);
+    const room = this.findRoom(code);
+    if (!room) throw this.goneError(code, tokenHash);
     if (tokenHashesEqual(room.tokenHashes.a, tokenHash)) return { room, seat: "a" };
     if (room.tokenHashes.b !== undefined && tokenHashesEqual(room.tokenHashes.b, tokenHash)) return { room, seat: "b" };
     throw apiError("unauthorized", "This token does not hold a seat in this room.");
@@ -87,7 +141,8 @@ export class MemoryRoomStore implements RoomStore {
 
   async openRoom(options: { e2e?: boolean } = {}): Promise<SeatGrant> {
     let code = mintRoomCode();
-    while (this.rooms.has(code)) code = mintRoomCode();
+    // A code is not minted again while its room's ending is still told.
+    while (this.rooms.has(code) || this.endings.has(code)) code = mintRoomCode();
     const token = mintSeatToken();
     const now = this.now();
     const hardDeadline = now + this.lifetimes.maxMs;
@@ -113,6 +168,7 @@ export class MemoryRoomStore implements RoomStore {
     room.tokenHashes.b = hashSeatToken(token);
     this.touch(room, "b");
     this.tally.paired++;
+    this.wakeups.publish(code, "joined");
     return { code, seat: "b", token, expiresInMs: this.expiresIn(room), e2e: room.e2e };
   }
 
@@ -168,9 +224,9 @@ export class MemoryRoomStore implements RoomStore {
     return { acked };
   }
 
-  async getStatus(credentials: SeatCredentials): Promise<RoomStatus> {
+  async getStatus(credentials: SeatCredentials, touch = true): Promise<RoomStatus> {
     const { room, seat } = this.authenticate(credentials);
-    this.touch(room, seat);
+    if (touch) this.touch(room, seat);
     const peer = peerOf(seat);
     const peerJoined = room.tokenHashes.b !== undefined;
     const peerSeen = room.lastSeen[peer];
@@ -192,7 +248,9 @@ export class MemoryRoomStore implements RoomStore {
       this.touch(room, seat);
       throw apiError("unread");
     }
-    this.endRoom(credentials.code);
+    const left = { a: room.inbox.a.length, b: room.inbox.b.length };
+    const forced = left.a + left.b > 0;
+    this.endRoom(credentials.code, room, { reason: forced ? "force_closed" : "closed", by: seat, at: this.now(), ...(forced ? { left } : {}) });
     this.tally.closed++;
   }
 

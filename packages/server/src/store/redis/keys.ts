@@ -7,7 +7,7 @@
 // single key takes every write.
 import { CODE_ALPHABET } from "@duet/protocol";
 
-export type RoomKeys = [room: string, inboxA: string, inboxB: string, bodies: string, idempotency: string, live: string];
+export type RoomKeys = [room: string, inboxA: string, inboxB: string, bodies: string, idempotency: string, live: string, ending: string];
 
 export class RedisKeys {
   constructor(readonly prefix: string) {}
@@ -17,12 +17,22 @@ export class RedisKeys {
   }
 
   /**
-   * The room's six keys, in the order every script expects them (KEYS[1..6]): its own five
-   * and the live-rooms set of its tag.
+   * The room's seven keys, in the order every script expects them (KEYS[1..7]): its own five,
+   * the live-rooms set of its tag, and its ending record (see ending()).
    */
   room(code: string): RoomKeys {
     const base = `${this.prefix}${this.tag(code)}:${code}`;
-    return [`${base}:room`, `${base}:inbox:a`, `${base}:inbox:b`, `${base}:bodies`, `${base}:idem`, this.liveSet(this.tag(code))];
+    return [`${base}:room`, `${base}:inbox:a`, `${base}:inbox:b`, `${base}:bodies`, `${base}:idem`, this.liveSet(this.tag(code)), this.ending(code)];
+  }
+
+  /**
+   * The room's ending record: its seats' token hashes (never tokens), its hard cap and how
+   * long to keep it; once closed, who closed it, when, and what was left unread. It lives
+   * as long as the room plus the keep time, so that after the room's keys are gone it can
+   * still tell one of its seats how the room ended.
+   */
+  ending(code: string): string {
+    return `${this.prefix}${this.tag(code)}:${code}:ended`;
   }
 
   /** Sorted set of the tag's rooms, scored by expiry time: "rooms open now" counts the future. */

@@ -1,29 +1,32 @@
 // The Redis store: rooms as hashes with TTLs, pending messages in lists, one Lua script per
 // atomic operation. The scripts are the truth; pub/sub only wakes waiting recvs.
-import { ReplyError } from "ioredis";
+import { Cluster, ReplyError } from "ioredis";
 import {
   MAX_PENDING_BYTES,
   MAX_PENDING_MESSAGES,
   PEER_ACTIVE_WINDOW_MS,
+  type EndReason,
   type Message,
+  type RoomEnding,
   type Seat,
 } from "@duet/protocol";
-import { ApiError, apiError } from "../../errors.js";
+import { ApiError, apiError, roomEndedError } from "../../errors.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken } from "../credentials.js";
-import type {
-  InboxSnapshot,
-  RoomLifetimes,
-  RoomStatus,
-  RoomStore,
-  SeatCredentials,
-  SeatGrant,
-  SendInput,
-  StoreTally,
-  WakeupBus,
+import {
+  DEFAULT_ENDING_KEEP_MS,
+  type InboxSnapshot,
+  type RoomLifetimes,
+  type RoomStatus,
+  type RoomStore,
+  type SeatCredentials,
+  type SeatGrant,
+  type SendInput,
+  type StoreTally,
+  type WakeupBus,
 } from "../room-store.js";
 import type { RedisClient } from "./connection.js";
 import { RedisKeys } from "./keys.js";
-import { defineScripts } from "./scripts.js";
+import { defineScripts, scriptSource, type ScriptName } from "./scripts.js";
 
 // Status codes the scripts return, turned into the catalogue's errors in one place.
 const SCRIPT_FAILURES: Record<number, () => ApiError> = {
@@ -41,7 +44,8 @@ function failureOf(status: number, conflict: () => ApiError): Error {
 
 // Replies that mean "Redis cannot serve right now", as opposed to a bug in a script.
 // OOM: with maxmemory-policy noeviction a full Redis refuses writes until rooms expire.
-const TRANSIENT_REPLY = /^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|BUSY|NOREPLICAS|MOVED|ASK|OOM)\b/;
+// UNBLOCKED: a master demoted while a WAIT was blocked on it (a failover under write-ack).
+const TRANSIENT_REPLY = /^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|BUSY|NOREPLICAS|MOVED|ASK|OOM|UNBLOCKED)\b/;
 
 /** Connection loss, timeouts and transient replies become 503; script bugs stay 500. */
 export function storeFailure(error: unknown): unknown {
@@ -53,6 +57,29 @@ export function storeFailure(error: unknown): unknown {
 }
 
 const seatOf = (value: unknown): Seat => (value === "b" ? "b" : "a");
+
+type Arg = string | number;
+
+/** Acknowledged means replicated: state changes answer success once WAIT confirms `replicas`. */
+export interface WriteAck {
+  /** The connection the [script, WAIT] pipelines go on (WAIT counts its own connection's writes). */
+  client: RedisClient;
+  replicas: number;
+  timeoutMs: number;
+}
+
+/** A state change that reached the master but not enough replicas: its outcome is unknown. */
+function notReplicated(confirmed: number, wanted: number): ApiError {
+  const error = apiError(
+    "unavailable",
+    `The change reached ${confirmed} of the ${wanted} Redis replica(s) it must reach in time; retry (a send with the same idempotency_key is stored once).`,
+  );
+  error.retryAfterSeconds = 1;
+  return error;
+}
+
+/** Script replies that refuse the change (nothing to replicate: answer the refusal). */
+const refusedStatus = (reply: unknown) => (Array.isArray(reply) ? Number(reply[0]) : Number(reply)) < 0;
 
 export interface RedisStoreOptions {
   client: RedisClient;
@@ -67,6 +94,10 @@ export interface RedisStoreOptions {
    * until the pipeline before it settles, so alone it allows twice its value.
    */
   operationTimeoutMs?: number;
+  /** Off when absent (or replicas 0): a change answers once the master has it. */
+  writeAck?: WriteAck;
+  /** Called once on close (stops the subscriber's heartbeat). */
+  onClose?: () => void;
 }
 
 export class RedisRoomStore implements RoomStore {
@@ -77,9 +108,14 @@ export class RedisRoomStore implements RoomStore {
   private readonly subscriber?: RedisClient;
   private readonly idleMs: number;
   private readonly maxMs: number;
+  private readonly endingKeepMs: number;
   private readonly operationTimeoutMs: number;
+  private readonly writeAck?: WriteAck;
+  private readonly onClose?: () => void;
 
   constructor(options: RedisStoreOptions) {
+    this.writeAck = options.writeAck && options.writeAck.replicas > 0 ? options.writeAck : undefined;
+    this.onClose = options.onClose;
     this.operationTimeoutMs = options.operationTimeoutMs ?? 1500;
     this.client = options.client;
     this.subscriber = options.subscriber;
@@ -87,6 +123,7 @@ export class RedisRoomStore implements RoomStore {
     this.keys = new RedisKeys(options.keyPrefix);
     this.idleMs = options.lifetimes.idleMs;
     this.maxMs = options.lifetimes.maxMs;
+    this.endingKeepMs = options.lifetimes.endingKeepMs ?? DEFAULT_ENDING_KEEP_MS;
     defineScripts(this.client);
   }
 
@@ -108,13 +145,59 @@ export class RedisRoomStore implements RoomStore {
     }
   }
 
+  /**
+   * Runs a state-changing script. With write-ack on, the script and `WAIT replicas timeout`
+   * go as ONE pipeline on one connection: WAIT waits for the replication offset of its own
+   * connection's last write, so it must follow the script on the same connection, and must
+   * never be sent again alone (on a new connection it would answer at once and confirm a
+   * write that may be gone; autoResendUnfulfilledCommands is off for that reason too).
+   * On a cluster the pipeline routes by the script's first key, so WAIT (keyless) goes to
+   * the master that ran the script. The script goes as EVALSHA, and as EVAL in a second
+   * pipeline only if the first answered NOSCRIPT (then it did not run: a promoted replica
+   * starts with an empty script cache). Not through defineCommand here: its NOSCRIPT
+   * fallback re-sends the script on its own, after the pipeline's WAIT has already
+   * answered, so that WAIT would confirm nothing.
+   */
+  private async change<T>(name: ScriptName, args: Arg[]): Promise<T> {
+    const ack = this.writeAck;
+    if (!ack) return (this.client[name] as (...a: Arg[]) => Promise<T>).apply(this.client, args);
+    const script = scriptSource(name);
+    const attempt = async (how: "evalsha" | "eval") => {
+      const pipeline = ack.client.pipeline();
+      if (how === "evalsha") pipeline.evalsha(script.sha, script.numberOfKeys, ...args);
+      else pipeline.eval(script.lua, script.numberOfKeys, ...args);
+      pipeline.wait(ack.replicas, ack.timeoutMs);
+      const results = await pipeline.exec();
+      if (!results || results.length !== 2) throw new Error("write-ack pipeline answered nothing");
+      return results;
+    };
+    let results = await attempt("evalsha");
+    if (results[0]![0] && /^NOSCRIPT\b/.test(results[0]![0].message)) results = await attempt("eval");
+    const [[scriptError, reply], [waitError, confirmed]] = results as [[Error | null, unknown], [Error | null, unknown]];
+    if (scriptError) {
+      // ioredis updates a cluster's slot map on a single command's MOVED, not on a
+      // pipeline's that it does not retry (WAIT is not read-only): refresh it here, or every
+      // later pipeline would go to the demoted master and answer 503 for ever. The script did
+      // not run; the client's retry reaches the new master.
+      if (ack.client instanceof Cluster && (!(scriptError instanceof ReplyError) || /^(MOVED|ASK|CLUSTERDOWN)\b/.test(scriptError.message))) {
+        ack.client.refreshSlotsCache();
+      }
+      throw scriptError;
+    }
+    // A refusal stored nothing that matters: answer it whatever WAIT says.
+    if (refusedStatus(reply)) return reply as T;
+    if (waitError) throw waitError;
+    if (Number(confirmed) < ack.replicas) throw notReplicated(Number(confirmed), ack.replicas);
+    return reply as T;
+  }
+
   openRoom(options: { e2e?: boolean } = {}): Promise<SeatGrant> {
     return this.run(async () => {
       // 60-bit codes collide about never; the script still refuses a code in use.
       for (;;) {
         const code = mintRoomCode();
         const token = mintSeatToken();
-        const expiresInMs = await this.client.duetOpen(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs, options.e2e ? "1" : "0");
+        const expiresInMs = await this.change<number>("duetOpen", [...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs, this.endingKeepMs, options.e2e ? "1" : "0"]);
         if (expiresInMs >= 0) return { code, seat: "a", token, expiresInMs, e2e: options.e2e === true };
       }
     });
@@ -123,7 +206,7 @@ export class RedisRoomStore implements RoomStore {
   joinRoom(code: string): Promise<SeatGrant> {
     return this.run(async () => {
       const token = mintSeatToken();
-      const reply = await this.client.duetJoin(...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs);
+      const reply = await this.change<number | [number, number]>("duetJoin", [...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.keys.wakeChannel(code)]);
       if (typeof reply === "number") throw failureOf(reply, () => apiError("full"));
       return { code, seat: "b", token, expiresInMs: Number(reply[0]), e2e: Number(reply[1]) === 1 };
     });
@@ -131,7 +214,7 @@ export class RedisRoomStore implements RoomStore {
 
   sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }> {
     return this.run(async () => {
-      const [status, id] = await this.client.duetSend(
+      const [status, id] = await this.change<[number, string?, number?]>("duetSend", [
         ...this.keys.room(input.code),
         this.keys.tallyFor(input.code),
         input.tokenHash,
@@ -143,7 +226,8 @@ export class RedisRoomStore implements RoomStore {
         MAX_PENDING_BYTES,
         this.keys.wakeChannel(input.code),
         input.envelope ? "1" : "0",
-      );
+      ]);
+      if (status === -404) throw await this.goneError(input);
       if (status < 0) throw failureOf(status, () => apiError("idempotency_conflict"));
       return { id: id!, replayed: status === 1 };
     });
@@ -151,7 +235,14 @@ export class RedisRoomStore implements RoomStore {
 
   readInbox(seat: SeatCredentials, touch: boolean): Promise<InboxSnapshot> {
     return this.run(async () => {
-      const reply = await this.client.duetRecv(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, touch ? "1" : "0");
+      const args = [...this.keys.room(seat.code), seat.tokenHash, this.idleMs];
+      let reply = await this.client.duetRecv(...args, touch ? "1" : "0");
+      // With write-ack, a recv hands out only messages the replicas have: a send that
+      // answered 503 may still be on the master, and one that a failover then loses must
+      // never have been seen (its id would be minted again for another message). The
+      // re-read writes (touch), so the WAIT behind it covers every write it observed.
+      if (this.writeAck && typeof reply[0] !== "number" && reply.length > 2) reply = await this.change<(string | number)[]>("duetRecv", [...args, "1"]);
+      if (reply[0] === -404) throw await this.goneError(seat);
       if (typeof reply[0] === "number") throw failureOf(reply[0], () => apiError("internal"));
       const mine = seatOf(reply[0]);
       const from: Seat = mine === "a" ? "b" : "a";
@@ -163,15 +254,17 @@ export class RedisRoomStore implements RoomStore {
 
   ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }> {
     return this.run(async () => {
-      const status = await this.client.duetAck(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, ...ids);
+      const status = await this.change<number>("duetAck", [...this.keys.room(seat.code), seat.tokenHash, this.idleMs, ...ids]);
+      if (status === -404) throw await this.goneError(seat);
       if (status < 0) throw failureOf(status, () => apiError("internal"));
       return { acked: status };
     });
   }
 
-  getStatus(seat: SeatCredentials): Promise<RoomStatus> {
+  getStatus(seat: SeatCredentials, touch = true): Promise<RoomStatus> {
     return this.run(async () => {
-      const reply = await this.client.duetStatus(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, PEER_ACTIVE_WINDOW_MS);
+      const reply = await this.client.duetStatus(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, PEER_ACTIVE_WINDOW_MS, touch ? "1" : "0");
+      if (reply[0] === -404) throw await this.goneError(seat);
       if (typeof reply[0] === "number") throw failureOf(reply[0], () => apiError("internal"));
       const [mine, expiresInMs, peerJoined, peerActive, pendingIn, pendingOut, e2e] = reply;
       return {
@@ -189,9 +282,35 @@ export class RedisRoomStore implements RoomStore {
 
   closeRoom(seat: SeatCredentials, force: boolean): Promise<void> {
     return this.run(async () => {
-      const status = await this.client.duetClose(...this.keys.room(seat.code), this.keys.tallyFor(seat.code), seat.tokenHash, this.idleMs, force ? "1" : "0", this.keys.wakeChannel(seat.code));
+      const status = await this.change<number>("duetClose", [
+        ...this.keys.room(seat.code),
+        this.keys.tallyFor(seat.code),
+        seat.tokenHash,
+        this.idleMs,
+        force ? "1" : "0",
+        this.keys.wakeChannel(seat.code),
+      ]);
+      if (status === -404) throw await this.goneError(seat);
       if (status < 0) throw failureOf(status, () => apiError("unread"));
     });
+  }
+
+  /**
+   * The 404 for a room that is gone: how it ended when the token holds one of its seats and
+   * the ending is still kept, else bare. One more script call, on this path only.
+   */
+  private async goneError(seat: SeatCredentials): Promise<ApiError> {
+    const reply = await this.client.duetEnding(this.keys.ending(seat.code), seat.tokenHash);
+    if (typeof reply[0] === "number") return apiError("not_found");
+    const [mine, reason, at, by, leftA, leftB] = reply;
+    const me = seatOf(mine);
+    const ended: RoomEnding = { reason: String(reason) as EndReason, at: new Date(Number(at)).toISOString() };
+    if (by === "a" || by === "b") ended.by = by;
+    if (ended.reason === "force_closed") {
+      const left = { a: Number(leftA), b: Number(leftB) };
+      ended.abandoned = { in: left[me], out: left[me === "a" ? "b" : "a"] };
+    }
+    return roomEndedError(ended, me);
   }
 
   getStats(): Promise<StoreTally> {
@@ -234,7 +353,10 @@ export class RedisRoomStore implements RoomStore {
 
   async close(): Promise<void> {
     this.wakeups.stop?.();
-    const connections = this.subscriber ? [this.client, this.subscriber] : [this.client];
-    await Promise.all(connections.map((connection) => connection.quit().catch(() => connection.disconnect())));
+    this.onClose?.();
+    const connections = [this.client, this.subscriber, this.writeAck?.client].filter((c): c is RedisClient => c !== undefined);
+    // disconnect() after quit(): with Sentinel only disconnect() closes the failover
+    // detector's connections to the sentinels.
+    await Promise.all(connections.map((connection) => connection.quit().catch(() => undefined).finally(() => connection.disconnect())));
   }
 }

@@ -1,5 +1,6 @@
 // Loads the Lua scripts (one file per atomic operation) and registers them with ioredis,
 // which handles EVALSHA, NOSCRIPT reloads and cluster routing.
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Cluster, Redis, Result } from "ioredis";
@@ -24,18 +25,41 @@ declare module "ioredis" {
     duetAck(...keysThenArgs: Arg[]): Result<number, Context>;
     duetStatus(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
     duetClose(...keysThenArgs: Arg[]): Result<number, Context>;
+    duetEnding(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
   }
 }
 
 const SCRIPTS = {
-  duetOpen: { file: "open-7.lua", numberOfKeys: 7 },
-  duetJoin: { file: "join-7.lua", numberOfKeys: 7 },
-  duetSend: { file: "send-7.lua", numberOfKeys: 7 },
-  duetRecv: { file: "recv-6.lua", numberOfKeys: 6 },
-  duetAck: { file: "ack-6.lua", numberOfKeys: 6 },
-  duetStatus: { file: "status-6.lua", numberOfKeys: 6 },
-  duetClose: { file: "close-7.lua", numberOfKeys: 7 },
+  duetOpen: { file: "open-8.lua", numberOfKeys: 8 },
+  duetJoin: { file: "join-8.lua", numberOfKeys: 8 },
+  duetSend: { file: "send-8.lua", numberOfKeys: 8 },
+  duetRecv: { file: "recv-7.lua", numberOfKeys: 7 },
+  duetAck: { file: "ack-7.lua", numberOfKeys: 7 },
+  duetStatus: { file: "status-7.lua", numberOfKeys: 7 },
+  duetClose: { file: "close-8.lua", numberOfKeys: 8 },
+  duetEnding: { file: "ending-1.lua", numberOfKeys: 1 },
 } as const;
+
+export type ScriptName = keyof typeof SCRIPTS;
+
+export interface ScriptSource {
+  lua: string;
+  sha: string;
+  numberOfKeys: number;
+}
+
+const sources = new Map<ScriptName, ScriptSource>();
+
+/** A script's source and SHA-1, for callers that send EVALSHA/EVAL themselves (write-ack pipelines). */
+export function scriptSource(name: ScriptName): ScriptSource {
+  let source = sources.get(name);
+  if (!source) {
+    const lua = loadLua(SCRIPTS[name].file);
+    source = { lua, sha: createHash("sha1").update(lua).digest("hex"), numberOfKeys: SCRIPTS[name].numberOfKeys };
+    sources.set(name, source);
+  }
+  return source;
+}
 
 export function defineScripts(redis: Redis | Cluster): void {
   for (const [name, { file, numberOfKeys }] of Object.entries(SCRIPTS)) {

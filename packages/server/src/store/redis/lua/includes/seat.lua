@@ -1,6 +1,8 @@
 -- Shared by every script that acts on a room. Expects the room's keys in this order:
 -- KEYS[1] room hash, KEYS[2] inbox of a, KEYS[3] inbox of b, KEYS[4] bodies hash,
--- KEYS[5] idempotency hash, KEYS[6] live-rooms sorted set of the room's tag (code -> expiry).
+-- KEYS[5] idempotency hash, KEYS[6] live-rooms sorted set of the room's tag (code -> expiry),
+-- KEYS[7] ending record (seat token hashes 'ta' 'tb', 'hard' cap, 'keep' ms; after a close
+-- also 'why' 'by' 'at' 'left_a' 'left_b'), which outlives the room by 'keep' ms: see ending-1.lua.
 -- Status codes: -404 room gone, -401 wrong token.
 
 -- Redis server time, in milliseconds: every node of the relay sees the same clock.
@@ -44,7 +46,12 @@ end
 -- Every key of the room dies at the same instant (a list emptied and refilled loses its TTL,
 -- so this runs after the writes). The live set records the same expiry, so that "rooms open
 -- now" is a count of scores in the future.
+-- The ending record follows 'keep' ms later: expiry is silent in Redis, so the record's own
+-- expiry time, minus 'keep', is when the room expired (ending-1.lua reads it back). A room
+-- opened before ending records existed has none: PEXPIREAT on a missing key does nothing.
 local function expire_room(expires_at)
   for i = 1, 5 do redis.call('PEXPIREAT', KEYS[i], expires_at) end
   redis.call('ZADD', KEYS[6], expires_at, room_code())
+  local keep = tonumber(redis.call('HGET', KEYS[7], 'keep')) or 0
+  redis.call('PEXPIREAT', KEYS[7], expires_at + keep)
 end

@@ -1,5 +1,5 @@
 -- ack: deletes messages addressed to the caller (the delivery receipt).
--- KEYS[1..6] the room's keys (see includes/seat.lua)
+-- KEYS[1..7] the room's keys (see includes/seat.lua)
 -- ARGV[1] token hash, ARGV[2] idle lifetime ms, ARGV[3..] message ids
 -- Returns: how many messages were deleted (unknown, foreign or repeated ids are ignored),
 -- or -404 / -401.

@@ -1,5 +1,5 @@
 -- send: appends a text to the peer's inbox and wakes its waiting recv, atomically.
--- KEYS[1..6] the room's keys (see includes/seat.lua), KEYS[7] tally hash of the room's tag
+-- KEYS[1..7] the room's keys (see includes/seat.lua), KEYS[8] tally hash of the room's tag
 -- ARGV[1] token hash, ARGV[2] idle lifetime ms, ARGV[3] text,
 -- ARGV[4] idempotency key ('' for none), ARGV[5] digest of the text ('' for none),
 -- ARGV[6] most pending messages, ARGV[7] most pending bytes, ARGV[8] wake channel,
@@ -40,7 +40,7 @@ redis.call('RPUSH', inbox_of(recipient), id)
 redis.call('HINCRBY', KEYS[1], 'bytes', #text)
 if key_field then redis.call('HSET', KEYS[5], key_field, id .. ' ' .. ARGV[5]) end
 expire_room(expires_at)
-redis.call('HINCRBY', KEYS[7], 'messages', 1)
-redis.call('HINCRBY', KEYS[7], 'bytes', #text)
+redis.call('HINCRBY', KEYS[8], 'messages', 1)
+redis.call('HINCRBY', KEYS[8], 'bytes', #text)
 redis.call('SPUBLISH', ARGV[8], recipient)
 return {0, id, expires_at - now}

@@ -1,5 +1,5 @@
 -- recv: reads the caller's pending messages, oldest first, without consuming them.
--- KEYS[1..6] the room's keys (see includes/seat.lua)
+-- KEYS[1..7] the room's keys (see includes/seat.lua)
 -- ARGV[1] token hash, ARGV[2] idle lifetime ms, ARGV[3] '1' counts as activity, '0' is a
 -- re-read by a waiting recv (which must not keep an idle room alive)
 -- Returns: {seat, ms until expiry, id1, text1, id2, text2, ...}, or {-404} / {-401}.

@@ -1,0 +1,34 @@
+// The endpoint table is the source of the OpenAPI document: every operation of the table is
+// in it once, with what SDK generators and linters need (operationId, security, a 4xx answer).
+import { ENDPOINTS, ERRORS, OPERATION_IDS, buildOpenApiDocument } from "../src";
+
+type Operation = { operationId: string; security: unknown[]; responses: Record<string, unknown> };
+const doc = buildOpenApiDocument("https://relay.example");
+const operations = Object.values(doc.paths).flatMap((item) => Object.values(item as Record<string, Operation>));
+
+test("every operation of the table is in the document with its method, path, security and errors", () => {
+  for (const id of OPERATION_IDS) {
+    const spec = ENDPOINTS[id];
+    const op = (doc.paths[spec.path] as Record<string, Operation>)[spec.method.toLowerCase()]!;
+    expect(op.operationId).toBe(id);
+    expect(op.security).toEqual(spec.auth === "bearer" ? [{ seatToken: [] }] : []);
+    for (const code of spec.errors) expect(Object.keys(op.responses)).toContain(String(ERRORS[code].status));
+  }
+});
+
+test("every operation has a unique operationId, a security list and a 4xx answer", () => {
+  const ids = operations.map((op) => op.operationId);
+  expect(new Set(ids).size).toBe(ids.length);
+  for (const op of operations) {
+    expect(Array.isArray(op.security)).toBe(true);
+    expect(Object.keys(op.responses).some((status) => /^4\d\d$/.test(status))).toBe(true);
+  }
+  expect(doc.info.license.name).toBeTruthy();
+});
+
+test("every tool input of the table is a strict object", () => {
+  for (const id of OPERATION_IDS) {
+    const spec = ENDPOINTS[id] as { tool?: { input?: { safeParse: (v: unknown) => { success: boolean } } } };
+    if (spec.tool?.input) expect(spec.tool.input.safeParse({ code: "k7dq-3mxa-9z2f", surprise: 1 }).success).toBe(false);
+  }
+});

@@ -1,0 +1,66 @@
+// Write-ack on a Redis Cluster with one replica per master: the WAIT must go to the master
+// that ran the script (a pipeline routes by its first key, and WAIT has none). Stopping the
+// replica of the master that holds one room makes that room's changes answer 503, while a
+// room on another master is unaffected; once the replica is back, the retried send answers
+// the same id. (A WAIT sent to another master would have confirmed at once.)
+import { Redis } from "ioredis";
+import { spawnCluster, type SpawnedCluster } from "@duet/testkit";
+import { RedisKeys } from "../../src/store/redis/keys";
+import { startTarget, type RelayTarget } from "../support/targets";
+
+async function slotOf(port: number, key: string): Promise<number> {
+  const client = new Redis(port, "127.0.0.1", { maxRetriesPerRequest: 0 });
+  try {
+    return Number(await client.cluster("KEYSLOT", key));
+  } finally {
+    client.disconnect();
+  }
+}
+
+describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
+  let cluster: SpawnedCluster;
+  let target: RelayTarget;
+  beforeAll(async () => {
+    // Node timeout 15 s: a replica stopped for a moment is not failed over or forgotten.
+    cluster = await spawnCluster(3, { replicas: 1, nodeTimeoutMs: 15_000 });
+    target = await startTarget("cluster", { REDIS_CLUSTER_NODES: cluster.seeds, REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "300" });
+  }, 60_000);
+  afterAll(async () => {
+    await target?.close();
+    await cluster?.stop();
+  });
+
+  it("a stopped replica blocks only its own master's rooms; the retry once it is back answers the same id", async () => {
+    const { client } = target;
+    const keys = new RedisKeys(target.config.redis!.keyPrefix);
+    const view = await cluster.view();
+    const masterOf = async (code: string) => {
+      const slot = await slotOf(cluster.nodes[0]!.port, keys.room(code)[0]);
+      return view.find((n) => n.role === "master" && n.slots.some(([from, to]) => slot >= from && slot <= to))!;
+    };
+    // Two rooms on two different masters.
+    const first = await client.pairedRoom();
+    const firstMaster = await masterOf(first.code);
+    let other = await client.pairedRoom();
+    while ((await masterOf(other.code)).port === firstMaster.port) other = await client.pairedRoom();
+    const replica = view.find((n) => n.role === "replica" && n.masterId === firstMaster.id)!;
+    const replicaProcess = cluster.nodes.find((n) => n.port === replica.port)!.process;
+
+    replicaProcess.kill("SIGSTOP");
+    let refused;
+    try {
+      refused = await client.send(first.code, first.a, "needs its replica", "k1");
+      // Another master's replica confirms its own master's writes.
+      expect((await client.send(other.code, other.a, "elsewhere", "k1")).status).toBe(200);
+    } finally {
+      replicaProcess.kill("SIGCONT");
+    }
+    expect(refused.status).toBe(503);
+    expect(refused.body.error).toBe("unavailable");
+    await cluster.waitHealthy(1);
+    const retried = await client.send(first.code, first.a, "needs its replica", "k1");
+    expect(retried.status).toBe(200);
+    const inbox = await client.recv(first.code, first.b, 0);
+    expect(inbox.body.messages.map((m: { id: string; text: string }) => [m.id, m.text])).toEqual([[retried.body.id, "needs its replica"]]);
+  }, 60_000);
+});

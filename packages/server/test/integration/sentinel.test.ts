@@ -1,0 +1,145 @@
+// The relay on a Sentinel-managed Redis (a master, two replicas, three sentinels, all real
+// redis-server processes): it finds the master through Sentinel, follows a failover, wakes
+// waiting recvs after one, and with REDIS_WRITE_ACK_REPLICAS answers a change only once a
+// replica has it (else 503, and the retry with the same idempotency key gets the same id).
+import { spawnSentinelTopology, type SpawnedSentinelTopology } from "@duet/testkit";
+import { Redis } from "ioredis";
+import { startTarget, type RelayTarget } from "../support/targets";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Retries a call until it answers 2xx (through a failover), up to a deadline. */
+async function untilOk<T extends { status: number }>(call: () => Promise<T>, withinMs = 20_000): Promise<T> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const reply = await call();
+    if (reply.status < 300 || Date.now() > deadline) return reply;
+    await sleep(100);
+  }
+}
+
+describe("relay on Sentinel", () => {
+  let topology: SpawnedSentinelTopology;
+  let target: RelayTarget;
+  beforeAll(async () => {
+    topology = await spawnSentinelTopology();
+    target = await startTarget("redis", { REDIS_URL: "", REDIS_SENTINELS: topology.sentinels, REDIS_SENTINEL_NAME: topology.name });
+  }, 60_000);
+  afterAll(async () => {
+    await target?.close();
+    await topology?.stop();
+  });
+
+  it("finds the master through Sentinel, follows SENTINEL FAILOVER and keeps what was acknowledged", async () => {
+    const { client } = target;
+    const room = await client.pairedRoom();
+    const sent = await client.send(room.code, room.a, "before the failover", "k1");
+    expect(sent.status).toBe(200);
+    const before = await topology.masterPort();
+    await topology.sentinelFailover();
+    expect(await topology.masterPort()).not.toBe(before);
+    // The same key after the failover: the message is there (replicated before the switch), one id.
+    const again = await untilOk(() => client.send(room.code, room.a, "before the failover", "k1"));
+    expect(again.body.id).toBe(sent.body.id);
+    const inbox = await client.recv(room.code, room.b, 0);
+    expect(inbox.body.messages.map((m: { text: string }) => m.text)).toEqual(["before the failover"]);
+    await topology.waitForReplicas(2);
+  }, 60_000);
+
+  it("a recv waiting through a hung master (SIGSTOP) gets a message sent after the failover", async () => {
+    const { client } = target;
+    const room = await client.pairedRoom();
+    const master = await topology.master();
+    // Subscribe first: the recv is waiting on the subscriber connection to the master.
+    const waiting = client.recv(room.code, room.b, 25_000);
+    await sleep(300);
+    master.process.kill("SIGSTOP");
+    try {
+      await topology.waitForNewMaster(master.port);
+      const sent = await untilOk(() => client.send(room.code, room.a, "after the failover", "k1"));
+      expect(sent.status).toBe(200);
+      const reply = await waiting;
+      // Either the waiting recv got it, or it answered 503 during the gap and a new one does.
+      const messages = reply.status === 200 && reply.body.messages.length > 0 ? reply.body.messages : (await untilOk(() => client.recv(room.code, room.b, 5000))).body.messages;
+      expect(messages.map((m: { text: string }) => m.text)).toEqual(["after the failover"]);
+    } finally {
+      master.process.kill("SIGCONT");
+    }
+    await topology.waitForReplicas(2);
+  }, 60_000);
+});
+
+describe("write-ack on Sentinel (REDIS_WRITE_ACK_REPLICAS=1)", () => {
+  let topology: SpawnedSentinelTopology;
+  let target: RelayTarget;
+  beforeAll(async () => {
+    // Failover off in practice (down-after 60 s): this test stops replicas, not the master.
+    topology = await spawnSentinelTopology({ downAfterMs: 60_000 });
+    target = await startTarget("redis-3-nodes", {
+      REDIS_URL: "",
+      REDIS_SENTINELS: topology.sentinels,
+      REDIS_SENTINEL_NAME: topology.name,
+      REDIS_WRITE_ACK_REPLICAS: "1",
+      REDIS_WRITE_ACK_TIMEOUT_MS: "300",
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await target?.close();
+    await topology?.stop();
+  });
+
+  it("every state change succeeds while a replica confirms it", async () => {
+    const { client } = target;
+    const room = await client.pairedRoom();
+    const sent = await client.send(room.code, room.a, "hello", "k1");
+    expect(sent.status).toBe(200);
+    const inbox = await client.recv(room.code, room.b, 0);
+    expect(inbox.body.messages.map((m: { id: string }) => m.id)).toEqual([sent.body.id]);
+    expect((await client.ack(room.code, room.b, [sent.body.id])).status).toBe(200);
+    expect((await client.close(room.code, room.a)).status).toBe(200);
+    // Refusals are answered as refusals, not 503s.
+    expect((await client.send(room.code, room.a, "gone", "k2")).status).toBe(404);
+  });
+
+  it("a master whose script cache was emptied (as on a promoted replica) still takes changes: NOSCRIPT falls back to EVAL", async () => {
+    const { client } = target;
+    const room = await client.pairedRoom();
+    expect((await client.send(room.code, room.a, "first", "k1")).status).toBe(200);
+    const master = await topology.master();
+    const admin = new Redis(master.port, "127.0.0.1", { maxRetriesPerRequest: 0 });
+    try {
+      expect(await admin.script("FLUSH")).toBe("OK");
+    } finally {
+      admin.disconnect();
+    }
+    const sent = await client.send(room.code, room.a, "after SCRIPT FLUSH", "k2");
+    expect(sent.status).toBe(200);
+    const inbox = await client.recv(room.code, room.b, 0);
+    expect(inbox.body.messages.map((m: { text: string }) => m.text)).toEqual(["first", "after SCRIPT FLUSH"]);
+  });
+
+  it("with every replica stopped a send answers 503 with Retry-After; its retry once they are back answers the same id", async () => {
+    const { client } = target;
+    const room = await client.pairedRoom();
+    const master = await topology.master();
+    const replicas = [...topology.nodes.values()].filter((node) => node.port !== master.port);
+    expect(replicas).toHaveLength(2);
+    for (const replica of replicas) replica.process.kill("SIGSTOP");
+    let refused;
+    try {
+      refused = await client.send(room.code, room.a, "needs a replica", "k1");
+      expect(refused.status).toBe(503);
+      expect(refused.body.error).toBe("unavailable");
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+      // Refusals that change nothing still answer as themselves.
+      expect((await client.send(room.code, room.a, "another text", "k1")).status).toBe(409);
+    } finally {
+      for (const replica of replicas) replica.process.kill("SIGCONT");
+    }
+    const retried = await untilOk(() => client.send(room.code, room.a, "needs a replica", "k1"));
+    expect(retried.status).toBe(200);
+    const inbox = await client.recv(room.code, room.b, 0);
+    expect(inbox.body.messages.map((m: { text: string }) => m.text)).toEqual(["needs a replica"]);
+    expect(inbox.body.messages[0].id).toBe(retried.body.id);
+  }, 30_000);
+});
