@@ -135,8 +135,7 @@ export const ConfigSchema = z
     RATE_LIMIT_WINDOW_SECONDS: integer(60, 1, 86_400).describe("Window of the per-IP rate limits (shared by all nodes through Redis)."),
     RATE_LIMIT_REQUESTS: integer(600, 0).describe("Room calls and stats reads per IP per window; `0` turns the limit off."),
     RATE_LIMIT_ROOMS: integer(60, 0).describe("Opens and joins per IP per window, on top of the above; `0` turns the limit off."),
-    WAKE_RECHECK_SECONDS: integer(150, 1, 3600).describe("A waiting recv or stream re-reads its inbox this often (±20 %) even without a wake-up: a last resort, since the heartbeat and the reconnect re-read already bound a lost wake-up. Long-polls wait at most 25 s, so at the default only streams ever re-read (0.4 times a minute)."),
-    WAKE_HEARTBEAT_SECONDS: integer(10, 0, 3600).describe("On one Redis, each node proves its wake-up connection alive this often (one PING, whatever the number of waiters); unanswered within `REDIS_COMMAND_TIMEOUT_MS`, the connection is replaced and every waiter re-reads. `0` turns it off."),
+    WAKE_RECHECK_SECONDS: integer(150, 1, 3600).describe("A waiting recv or stream re-reads its inbox this often (±20 %) even without a wake-up: a last resort, since the subscriber's heartbeat and the reconnect re-read already bound a lost wake-up. Long-polls wait at most 25 s, so at the default only streams ever re-read (0.4 times a minute)."),
     STATS_CACHE_MS: integer(1000, 0, 60_000).describe("`/v1/stats` and the relay-wide metrics are read from the store at most this often per node (on Redis each read is 2,048 pipelined commands)."),
     SHUTDOWN_DRAIN_SECONDS: integer(10, 0, 600).describe("On SIGTERM: readiness turns 503, waiting recvs answer at once, and in-flight calls get this long to finish before connections are cut."),
     KEEP_ALIVE_TIMEOUT_SECONDS: integer(65, 1, 3600).describe("Idle keep-alive of client connections; keep it above the load balancer's upstream idle timeout."),
@@ -217,7 +216,6 @@ export interface Config {
   userAgentPolicy: "denylist" | "off" | "strict";
   rateLimit: { windowMs: number; requestsPerWindow: number; roomsPerWindow: number };
   wakeRecheckMs: number;
-  wakeHeartbeatMs: number;
   statsCacheMs: number;
   shutdownDrainMs: number;
   keepAliveTimeoutMs: number;
@@ -277,7 +275,6 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       roomsPerWindow: e.RATE_LIMIT_ROOMS,
     },
     wakeRecheckMs: e.WAKE_RECHECK_SECONDS * 1000,
-    wakeHeartbeatMs: e.WAKE_HEARTBEAT_SECONDS * 1000,
     statsCacheMs: e.STATS_CACHE_MS,
     shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_SECONDS * 1000,

@@ -37,7 +37,7 @@ export function createStore(config: Config): StoreWiring {
   const store = new RedisRoomStore({
     client,
     subscriber,
-    wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code), undefined, config.redis.commandTimeoutMs, config.wakeHeartbeatMs),
+    wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code), undefined, config.redis.commandTimeoutMs),
     keyPrefix: config.redis.keyPrefix,
     lifetimes,
     operationTimeoutMs: config.redis.commandTimeoutMs,

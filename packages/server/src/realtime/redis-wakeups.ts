@@ -7,13 +7,11 @@
 // does not drop messages, so a wake-up is lost only when the subscriber connection is
 // lost or silently dead. A lost connection is seen by the client (it reconnects, and on
 // 'ready' every waiter re-reads: resyncAll). A silently dead one (a black hole: no reset,
-// nothing arrives) is found by the heartbeat: one PING on the subscriber connection per
-// node every heartbeatMs, whatever the number of waiters. Its answer arrives behind every
-// wake-up Redis sent before it, so an answered PING proves nothing was lost; an unanswered
-// one drops the connection, and the reconnect re-reads every waiter. A wake-up is thus
-// late by at most heartbeatMs + confirmTimeoutMs, and costs nothing per waiter meanwhile.
-// On a cluster the shard subscribers are ioredis's; a replaced one is announced by
-// 'subscribersReady', after which every waiter re-reads.
+// nothing arrives) is found by the connection's heartbeat (keepAlive in
+// store/redis/connection.ts: one PING a second per node, whatever the number of waiters),
+// which replaces it; the reconnect then re-reads every waiter. On a cluster the shard
+// subscribers are ioredis's; a replaced one is announced by 'subscribersReady', after
+// which every waiter re-reads.
 import { Redis, type Cluster } from "ioredis";
 import { setTimeout as delay } from "node:timers/promises";
 import { apiError } from "../errors.js";
@@ -37,10 +35,6 @@ const LINGER_MS = 30_000;
 export class RedisWakeupBus implements WakeupBus {
   private readonly subscriptions = new Map<string, Subscription>();
   private connectedOnce = false;
-  private heartbeat?: NodeJS.Timeout;
-  private heartbeatInFlight = false;
-  /** Heartbeats that went unanswered (each one dropped the connection). */
-  missedHeartbeats = 0;
 
   constructor(
     private readonly subscriber: Redis | Cluster,
@@ -52,8 +46,6 @@ export class RedisWakeupBus implements WakeupBus {
      * past its wait for as long as the outage lasts.
      */
     private readonly confirmTimeoutMs = 2000,
-    /** How often the subscriber connection is proved alive (0: never). Single Redis only. */
-    heartbeatMs = 0,
   ) {
     subscriber.on("smessage", (channel: string, message: string) => this.deliver(channel, message as WakeEvent));
     // After a reconnect, wake-ups sent while we were away are lost: every waiter re-reads.
@@ -65,37 +57,6 @@ export class RedisWakeupBus implements WakeupBus {
       // A shard subscriber replaced (killed, failed over): ioredis re-sends the node's
       // subscriptions without telling when they are confirmed; a short pause, then re-read.
       subscriber.on("subscribersReady", () => void delay(500).then(() => this.resyncAll()));
-    }
-    if (heartbeatMs > 0 && subscriber instanceof Redis) {
-      this.heartbeat = setInterval(() => void this.beat(subscriber), heartbeatMs);
-      this.heartbeat.unref();
-    }
-  }
-
-  /** Stops the heartbeat (the connection itself is closed by the store). */
-  stop(): void {
-    clearInterval(this.heartbeat);
-  }
-
-  private async beat(subscriber: Redis): Promise<void> {
-    // Nothing to prove while nobody listens, or while the client is already reconnecting.
-    if (this.heartbeatInFlight || this.subscriptions.size === 0 || subscriber.status !== "ready") return;
-    this.heartbeatInFlight = true;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await Promise.race([
-        subscriber.ping(),
-        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("heartbeat not answered")), this.confirmTimeoutMs))),
-      ]);
-    } catch {
-      if (subscriber.status === "ready") {
-        this.missedHeartbeats++;
-        // Reconnect: the 'ready' that follows re-subscribes and re-reads every waiter.
-        subscriber.disconnect(true);
-      }
-    } finally {
-      clearTimeout(timer);
-      this.heartbeatInFlight = false;
     }
   }
 

@@ -62,8 +62,6 @@ export interface WakeupBus {
   watch(code: string, listener: (event: WakeEvent) => void): Promise<() => void>;
   /** True when wake-ups for the room already reach this node (watch would cost nothing). */
   isListening(code: string): boolean;
-  /** Stops the bus's own timers (its heartbeat), if it has any. */
-  stop?(): void;
 }
 
 export interface RoomStore {

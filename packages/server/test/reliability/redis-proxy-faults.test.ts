@@ -226,13 +226,12 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
   }, 60_000);
 
   it("subscriber connection silently dead while a recv waits: the heartbeat replaces it and the message arrives, with no per-waiter re-read", async () => {
-    // Re-reads by the waiter itself are pushed out of the way (an hour): only the node's
-    // heartbeat (one PING per WAKE_HEARTBEAT_SECONDS) can notice the dead connection.
+    // Re-reads by the waiter itself are pushed out of the way (an hour): only the
+    // subscriber connection's heartbeat (one PING a second) can notice the dead connection.
     const relay = await startTarget("process", {
       REDIS_URL: proxy.url,
       REDIS_COMMAND_TIMEOUT_MS: String(COMMAND_TIMEOUT_MS),
       WAKE_RECHECK_SECONDS: "3600",
-      WAKE_HEARTBEAT_SECONDS: "2",
       RATE_LIMIT_REQUESTS: "0",
       RATE_LIMIT_ROOMS: "0",
     });
@@ -254,10 +253,10 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       const sentAt = Date.now();
       const { reply, at } = await waiting;
       const delayMs = at - sentAt;
-      console.log(`FIGURES subscriber-heartbeat ${JSON.stringify({ status: reply.status, delayMs, heartbeatMs: 2000 })}`);
+      console.log(`FIGURES subscriber-heartbeat ${JSON.stringify({ status: reply.status, delayMs, heartbeatMs: 1000 })}`);
       expect(reply.body.messages).toEqual([{ id: sent.body.id, from: "a", text: "through the heartbeat" }]);
-      // Found by a heartbeat (every 2 s, answered within 1 s), long before the recv's 20 s wait.
-      expect(delayMs).toBeLessThan(2000 + COMMAND_TIMEOUT_MS + 3000);
+      // Found by a heartbeat (every 1 s, answered within 1 s), long before the recv's 20 s wait.
+      expect(delayMs).toBeLessThan(1000 + COMMAND_TIMEOUT_MS + 3000);
     } finally {
       proxy.resume();
       admin.disconnect();

@@ -352,7 +352,6 @@ export class RedisRoomStore implements RoomStore {
   }
 
   async close(): Promise<void> {
-    this.wakeups.stop?.();
     this.onClose?.();
     const connections = [this.client, this.subscriber, this.writeAck?.client].filter((c): c is RedisClient => c !== undefined);
     // disconnect() after quit(): with Sentinel only disconnect() closes the failover
