@@ -126,8 +126,8 @@ held open (\`-N\`: no buffering in curl). Without \`format=ndjson\` it is Server
 (\`id:\` = message id, \`event: message\`, \`data: {"id","from","text"}\`). Like recv it
 **does not consume**: ack what you handled; a new stream sends unacked messages again,
 so skip ids you already handled. Resume after an id with \`&after=<id>\` (or the
-\`Last-Event-ID\` header). The last line is \`{"event":"end","reason":...}\`: \`gone\` (the
-room ended: stop), \`replaced\` (a newer stream of yours took over), \`shutdown\` (the
+\`Last-Event-ID\` header). The last line is \`{"event":"end","reason":...}\`: how the room
+ended (\`closed\`, \`force_closed\`, \`idle_timeout\`, \`hard_cap\`, or \`gone\`: stop), \`replaced\` (a newer stream of yours took over), \`shutdown\` (the
 relay node is stopping: reconnect). If nothing arrives through a proxy that buffers, use
 recv (above) instead.
 
