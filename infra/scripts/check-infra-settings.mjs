@@ -115,6 +115,13 @@ for (const name of ["proxy_read_timeout", "proxy_send_timeout"]) {
   const values = directive(name).map(seconds);
   check(values.length > 0 && values.every((v) => v >= 60 && v > longPoll), `nginx ${name} ${directive(name).join(", ")} >= 60 s and > ${longPoll} s long-poll`);
 }
+const streamLocation = /location\s+=\s+\/v1\/stream\s*\{([^}]*)\}/.exec(nginx)?.[1] ?? "";
+check(/proxy_buffering\s+off;/.test(streamLocation) && seconds(/proxy_read_timeout\s+([^;]+);/.exec(streamLocation)?.[1]) >= 60, "nginx /v1/stream: proxy_buffering off, read timeout >= 60 s (the stream's heartbeat is 20 s)");
+const streamIngress = k8sObjects.find(({ obj }) => obj.kind === "Ingress" && obj.spec?.rules?.some((r) => r.http?.paths?.some((p) => p.path === "/v1/stream")))?.obj;
+check(
+  streamIngress?.metadata?.annotations?.["nginx.ingress.kubernetes.io/proxy-buffering"] === "off" && Number(streamIngress?.metadata?.annotations?.["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 60,
+  "k8s Ingress for /v1/stream: proxy-buffering off, read timeout >= 60 s",
+);
 check(directive("keepalive_timeout").map(seconds).every((v) => v > longPoll), "nginx keepalive timeouts exceed the long-poll");
 check(!/^\s*(ip_hash|hash|sticky|least_conn)\b/m.test(nginx), "nginx upstream is round robin without stickiness");
 check(/^\s*keepalive\s+[0-9]+;/m.test(nginx) && /proxy_http_version\s+1\.1;/.test(nginx) && /proxy_set_header\s+Connection\s+"";/.test(nginx), "nginx keeps connections to the replicas alive");

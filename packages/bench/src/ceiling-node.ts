@@ -20,7 +20,7 @@ const redisUrl = process.env.REDIS_URL!;
 const prefix = process.env.REDIS_KEY_PREFIX ?? "ceiling:";
 const IDLE_MS = 1_800_000;
 const ENDING_KEEP_MS = 600_000; // ROOM_ENDING_KEEP_SECONDS default
-const RECHECK_MS = 5_000; // duet's default WAKE_RECHECK_SECONDS
+const RECHECK_MS = 150_000; // duet's default WAKE_RECHECK_SECONDS (a 25 s recv never reaches it; docs/streams.md)
 export const WAKE_CHANNEL = "bench:wake";
 
 // The same connection settings as duet's command and subscriber clients where they matter.

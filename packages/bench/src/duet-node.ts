@@ -11,7 +11,8 @@ async function main(): Promise<void> {
   const relay = await startRelay(config, createLogger(config.logLevel));
   // startRelay does not hand out the app; the server's request listener is that app.
   const app = relay.server.listeners("request")[0] as DuetApp;
-  reportMetrics(async () => ({ waiting: app.locals.waitingRecvs.size, connections: await connectionCount(relay.server) }));
+  // Waiting recvs and open streams: both are seats waiting for a message.
+  reportMetrics(async () => ({ waiting: app.locals.waitingRecvs.size + (app.locals.streams?.size ?? 0), connections: await connectionCount(relay.server) }));
   process.on("message", (message: { type?: string }) => {
     if (message?.type === "stop") void relay.shutdown().finally(() => process.exit(0));
   });

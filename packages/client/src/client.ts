@@ -9,6 +9,7 @@ import {
   MAX_WAIT_MS,
   RoomEnding,
   USER_AGENT,
+  describeRoomEnding,
   normalizeRoomCode,
   type AckResponse,
   type CloseResponse,
@@ -28,7 +29,7 @@ import type { z } from "zod";
 import { E2eSession, joinUrlWithKey, newRoomKey, roomKeyInText, type E2eRejectReason } from "./e2e.js";
 import { DuetAbortError, DuetError, DuetNetworkError, DuetTimeoutError, isProtocolCode } from "./errors.js";
 import { extractRoomCode } from "./room-input.js";
-import { Deadline, backoffMs } from "./timing.js";
+import { Deadline, backoffMs, sleep } from "./timing.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
 
@@ -116,6 +117,13 @@ export interface StatusOptions extends CallOptions {
 export interface ReceiveLoopOptions {
   /** Stops the loop; it then resolves. */
   signal?: AbortSignal;
+  /**
+   * How messages arrive. "auto" (default): the push stream (GET /v1/stream), falling back
+   * to long-poll recv for the rest of the loop when the stream cannot be opened or delivers
+   * nothing (a proxy that buffers, a relay without streams). "stream": the stream only.
+   * "long-poll": recv only.
+   */
+  transport?: "auto" | "stream" | "long-poll";
   /** Long-poll wait per recv, 0..25000 ms. Default 25000. */
   waitMs?: number;
   /** Resolve after this many messages were handled and acked. Default: run until aborted. */
@@ -125,6 +133,18 @@ export interface ReceiveLoopOptions {
   onWait?: (event: WaitEvent) => void;
   /** Encrypted rooms: told about a refused message, which is then acked (dropped). Without it the loop stops with DuetE2eError. */
   onRejected?: (rejected: RejectedMessage) => void;
+}
+
+/** One event of the push stream: a message addressed to this seat, or the stream's end and why. */
+export type StreamEvent = { event: "open" } | { event: "message"; message: Message } | { event: "end"; reason: string; ended?: RoomEnding };
+
+export interface StreamOptions {
+  /** Closes the stream; iteration then ends with DuetAbortError. */
+  signal?: AbortSignal;
+  /** Resume after this message id. */
+  after?: string;
+  /** The relay writes a first byte at once; without it within this long the stream counts as broken (a buffering proxy). Default 5000. */
+  firstByteTimeoutMs?: number;
 }
 
 /** Send budget: mailbox_full waits for the peer to read, which takes longer than a rate limit. */
@@ -284,6 +304,99 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     );
   }
 
+  /**
+   * The push stream (GET /v1/stream, NDJSON): this seat's pending messages, oldest first,
+   * then each new one as it arrives, until the `end` event (the room's end reason, with
+   * `ended`, or gone: the room ended; replaced; shutdown: reconnect). Does not consume: ack as usual; a new stream sends
+   * unacked messages again (dedupe by id). Rejects with the relay's DuetError when it
+   * refuses the stream, DuetNetworkError when the connection fails or no first byte comes
+   * within firstByteTimeoutMs. Raw texts: in an encrypted room open them with the session.
+   */
+  async *stream(seat: SeatCredentials, options: StreamOptions = {}): AsyncGenerator<StreamEvent> {
+    const query = new URLSearchParams({ code: canonicalCode(seat.code), format: "ndjson" });
+    if (options.after !== undefined) query.set("after", options.after);
+    const url = `${this.baseUrl}/v1/stream?${query}`;
+    const closing = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, closing.signal]) : closing.signal;
+    const firstByteMs = options.firstByteTimeoutMs ?? 5000;
+    const failure = (error: unknown, what: string): DuetError => {
+      if (options.signal?.aborted) return new DuetAbortError(undefined, error);
+      return new DuetNetworkError(`The stream from ${this.baseUrl} ${what} (${describeCause(error)}).`, error);
+    };
+    let timer: NodeJS.Timeout | undefined;
+    const firstByte = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        closing.abort();
+        reject(new DuetNetworkError(`The stream from ${this.baseUrl} sent nothing within ${firstByteMs} ms: a proxy may be buffering it.`));
+      }, firstByteMs);
+    });
+    firstByte.catch(() => undefined);
+    try {
+      let response: Response;
+      try {
+        response = await Promise.race([
+          this.fetchImpl(url, { headers: { "User-Agent": USER_AGENT, Accept: "application/x-ndjson", Authorization: `Bearer ${seat.token}` }, signal }),
+          firstByte,
+        ]);
+      } catch (error) {
+        throw error instanceof DuetError ? error : failure(error, "could not be opened");
+      }
+      if (!response.ok || !(response.headers.get("content-type") ?? "").startsWith("application/x-ndjson") || !response.body) {
+        const text = await response.text().catch(() => "");
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        throw response.ok
+          ? new DuetError("invalid_response", "GET /v1/stream answered something that is not a duet stream.", { status: response.status })
+          : errorFromAnswer(response, json, "GET", "/v1/stream");
+      }
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffered = "";
+      let first = true;
+      for (;;) {
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          chunk = first ? await Promise.race([reader.read(), firstByte]) : await reader.read();
+        } catch (error) {
+          throw error instanceof DuetError ? error : failure(error, "broke");
+        }
+        if (first) {
+          clearTimeout(timer);
+          first = false;
+          yield { event: "open" };
+        }
+        if (chunk.done) throw new DuetNetworkError(`The stream from ${this.baseUrl} ended without an end event.`);
+        buffered += decoder.decode(chunk.value, { stream: true });
+        let newline: number;
+        while ((newline = buffered.indexOf("\n")) >= 0) {
+          const line = buffered.slice(0, newline).trim();
+          buffered = buffered.slice(newline + 1);
+          if (!line) continue;
+          let event: { event?: unknown; id?: unknown; from?: unknown; text?: unknown; reason?: unknown; ended?: unknown };
+          try {
+            event = JSON.parse(line);
+          } catch {
+            throw new DuetError("invalid_response", "GET /v1/stream sent a line that is not JSON.");
+          }
+          if (event.event === "message" && typeof event.id === "string" && (event.from === "a" || event.from === "b") && typeof event.text === "string") {
+            yield { event: "message", message: { id: event.id, from: event.from, text: event.text } };
+          } else if (event.event === "end") {
+            const ended = RoomEnding.safeParse(event.ended);
+            yield { event: "end", reason: typeof event.reason === "string" ? event.reason : "unknown", ...(ended.success ? { ended: ended.data } : {}) };
+            return;
+          }
+        }
+      }
+    } finally {
+      clearTimeout(timer);
+      closing.abort();
+    }
+  }
+
   // ---- flows --------------------------------------------------------------------------
 
   /**
@@ -324,37 +437,47 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   ): Promise<{ handled: number }> {
     const { signal, maxMessages } = options;
     const retry = { timeoutMs: options.retryTimeoutMs ?? this.retryTimeoutMs, onWait: options.onWait };
-    // Ids handed to `handle` whose ack has not been confirmed; acked ids never come back.
+    // Ids handed to `handle` whose ack has not been confirmed; acked ids never come back
+    // from recv (a stream opened just before an ack may still send one: `acked` skips it).
     const handledNotAcked = new Set<string>();
+    const acked = new RecentIds(1024);
     let handled = 0;
-    while (!signal?.aborted && (maxMessages === undefined || handled < maxMessages)) {
-      let messages: Message[];
-      try {
-        const waitMs = options.waitMs ?? MAX_WAIT_MS;
-        ({ messages } = await this.recvRaw(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs }));
-      } catch (error) {
-        if (signal?.aborted && error instanceof DuetAbortError) break;
-        throw error;
-      }
-      const redelivered = messages.filter((m) => handledNotAcked.has(m.id)).map((m) => m.id);
-      if (redelivered.length > 0 && !(await this.ackHandled(seat, redelivered, handledNotAcked, retry))) continue;
-      for (const raw of messages) {
-        if (redelivered.includes(raw.id)) continue;
-        if (signal?.aborted || (maxMessages !== undefined && handled >= maxMessages)) break;
-        const message = seat.e2e ? openAll(seat.e2e, [raw])[0]! : raw;
-        if ("reason" in message) {
-          if (!options.onRejected) throw new DuetE2eError(message);
-          options.onRejected(message);
-          handledNotAcked.add(message.id);
-          if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
-          continue;
+    const waitMs = options.waitMs ?? MAX_WAIT_MS;
+    const longPoll = async () => (await this.recvRaw(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs })).messages;
+    const source = options.transport === "long-poll" ? undefined : new StreamSource(this, seat, options.transport === "stream", signal, retry.onWait);
+    try {
+      while (!signal?.aborted && (maxMessages === undefined || handled < maxMessages)) {
+        let messages: Message[];
+        try {
+          messages = (await source?.next()) ?? (await longPoll());
+        } catch (error) {
+          if (signal?.aborted && error instanceof DuetAbortError) break;
+          throw error;
         }
-        await handle(message);
-        handled++;
-        handledNotAcked.add(message.id);
-        // The rest of this batch comes back with the next recv, after the lost ack is retried.
-        if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
+        messages = messages.filter((m) => !acked.has(m.id));
+        const redelivered = messages.filter((m) => handledNotAcked.has(m.id)).map((m) => m.id);
+        if (redelivered.length > 0 && !(await this.ackHandled(seat, redelivered, handledNotAcked, retry))) continue;
+        for (const raw of messages) {
+          if (redelivered.includes(raw.id)) continue;
+          if (signal?.aborted || (maxMessages !== undefined && handled >= maxMessages)) break;
+          const message = seat.e2e ? openAll(seat.e2e, [raw])[0]! : raw;
+          if ("reason" in message) {
+            if (!options.onRejected) throw new DuetE2eError(message);
+            options.onRejected(message);
+            handledNotAcked.add(message.id);
+            if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
+            continue;
+          }
+          await handle(message);
+          handled++;
+          handledNotAcked.add(message.id);
+          // The rest of this batch comes back with the next recv, after the lost ack is retried.
+          if (!(await this.ackHandled(seat, [message.id], handledNotAcked, retry))) break;
+          acked.add(message.id);
+        }
       }
+    } finally {
+      source?.close();
     }
     return { handled };
   }
@@ -559,4 +682,94 @@ function codeForStatus(status: number): DuetError["code"] {
 function describeCause(error: unknown): string {
   const cause = (error as { cause?: { code?: string; message?: string } })?.cause;
   return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
+}
+
+/** The last `size` ids seen, for dedupe. */
+class RecentIds {
+  private readonly ids = new Set<string>();
+  constructor(private readonly size: number) {}
+  has(id: string): boolean {
+    return this.ids.has(id);
+  }
+  add(id: string): void {
+    this.ids.add(id);
+    if (this.ids.size > this.size) this.ids.delete(this.ids.values().next().value!);
+  }
+}
+
+/**
+ * receiveLoop's messages from the push stream, in batches (what arrived since the last
+ * call). Reconnects after a shutdown, a replacement or a broken connection. In "auto" mode
+ * it gives up on streaming (next() returns undefined: the loop long-polls) when a stream
+ * cannot be opened or keeps breaking; a refusal that means the room is over (the relay
+ * answers not_found to recv too) also goes to long-poll, whose recv then says so.
+ */
+class StreamSource {
+  private events?: AsyncGenerator<StreamEvent>;
+  private readonly closing = new AbortController();
+  private failures = 0;
+  private opened = false;
+  private fallenBack = false;
+
+  constructor(
+    private readonly client: DuetClient,
+    private readonly seat: SeatCredentials,
+    private readonly only: boolean,
+    private readonly signal: AbortSignal | undefined,
+    private readonly onWait?: (event: WaitEvent) => void,
+  ) {}
+
+  /** Messages that arrived, or undefined when the loop should long-poll instead. */
+  async next(): Promise<Message[] | undefined> {
+    const signal = this.signal ? AbortSignal.any([this.signal, this.closing.signal]) : this.closing.signal;
+    for (;;) {
+      if (this.fallenBack) return undefined;
+      if (this.signal?.aborted) throw new DuetAbortError();
+      this.events ??= this.client.stream(this.seat, { signal });
+      let next: IteratorResult<StreamEvent>;
+      try {
+        next = await this.events.next();
+      } catch (error) {
+        this.events = undefined;
+        if (error instanceof DuetAbortError || this.signal?.aborted) throw new DuetAbortError(undefined, error);
+        const refused = error instanceof DuetError && error.status !== undefined && !isTransient(error) && error.code !== "rate_limited";
+        this.failures++;
+        if (refused || (!this.opened && !this.only) || this.failures >= 3) {
+          // A stream that never worked here (a buffering proxy, an older relay) or keeps
+          // breaking: long-poll from now on. Its recv also reports a refusal properly.
+          if (this.only) throw error;
+          this.fallenBack = true;
+          continue;
+        }
+        const delayMs = backoffMs(this.failures - 1, 250, 4000);
+        this.onWait?.({ reason: "network", delayMs, attempt: this.failures });
+        await sleep(delayMs, this.signal);
+        continue;
+      }
+      if (next.done) {
+        this.events = undefined;
+        continue;
+      }
+      const event = next.value;
+      if (event.event === "open") {
+        this.opened = true;
+        this.failures = 0;
+        continue;
+      }
+      if (event.event === "message") return [event.message];
+      this.events = undefined;
+      // replaced: another reader of this seat took over on that node; shutdown: the node
+      // stops. Any other reason: the room ended (how, when the relay says), as recv's 404.
+      if (event.reason === "replaced") await sleep(1000, this.signal);
+      else if (event.reason !== "shutdown") {
+        const message = event.ended ? `${describeRoomEnding(event.ended, this.seat.e2e?.seat)} Its code cannot be used again.` : ERRORS.not_found.message;
+        throw new DuetError("not_found", message, { status: 404, ended: event.ended });
+      }
+    }
+  }
+
+  close(): void {
+    this.closing.abort();
+    void this.events?.return(undefined).catch(() => undefined);
+  }
 }

@@ -223,6 +223,44 @@ test("the largest text, JSON-escaped to its worst case, passes nginx; a larger b
   expectOk(await call("close", "POST", "/v1/close", { token: a, body: { code, force: true } }));
 });
 
+test("the push stream passes nginx unbuffered: each event arrives while the stream stays open", async () => {
+  const { code, a, b } = await openPair();
+  const abort = new AbortController();
+  const res = await fetch(`${topo.url}/v1/stream?code=${encodeURIComponent(code)}&format=ndjson`, {
+    headers: { "user-agent": USER_AGENT, authorization: `Bearer ${b}` },
+    signal: abort.signal,
+  });
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toMatch(/^application\/x-ndjson/);
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  const readUntil = async (done: () => boolean) => {
+    while (!done()) {
+      const chunk = await Promise.race([reader.read(), after(10_000, "timeout" as const)]);
+      if (chunk === "timeout") throw new Error(`nothing more through nginx within 10 s; so far ${JSON.stringify(text)}`);
+      if (chunk.done) throw new Error(`the stream ended; got ${JSON.stringify(text)}`);
+      text += decoder.decode(chunk.value, { stream: true });
+    }
+  };
+  try {
+    // The relay's first byte (a space) comes through at once: nothing holds the stream.
+    await readUntil(() => text.length > 0);
+    const sends: Call[] = [];
+    for (const word of ["one", "two"]) {
+      const send = await call("send", "POST", "/v1/send", { token: a, body: { code, text: word } });
+      expectOk(send);
+      sends.push(send);
+      await readUntil(() => text.includes(`"text":"${word}"`));
+    }
+    const lines = text.trim().split("\n").map((line) => JSON.parse(line));
+    expect(lines).toEqual(sends.map((send, i) => ({ event: "message", id: send.body.id, from: "a", text: ["one", "two"][i] })));
+  } finally {
+    abort.abort();
+  }
+  expectOk(await call("close", "POST", "/v1/close", { token: a, body: { code, force: true } }));
+});
+
 test("MCP through nginx: the official client converses on several replicas, and a recv's progress streams before its answer", async () => {
   // Every HTTP answer's X-Request-Id, to find which replica served it.
   const served: Call[] = [];

@@ -68,6 +68,32 @@ export function buildOpenApiDocument(serverUrl?: string) {
     const spec: EndpointSpec = ENDPOINTS[id];
     paths[spec.path] = { ...paths[spec.path], [spec.method.toLowerCase()]: operation(spec) };
   }
+  // The push stream: a room call (Bearer, User-Agent policy) that is no JSON operation, so
+  // not in the table (no SDK method derived from it, no MCP tool).
+  paths["/v1/stream"] = {
+    get: {
+      operationId: "stream",
+      summary: "Push stream of your pending and new messages (Server-Sent Events or NDJSON)",
+      description:
+        "Held open. One `message` event per message addressed to you (SSE `id:` = message id, data = {id, from, text} as in recv), oldest first, then each new one as it arrives. " +
+        "Does not consume: ack as usual; a fresh stream delivers unacked messages again, so dedupe by id. Resume with the Last-Event-ID header or ?after=<id>. " +
+        "A comment line (`: hb`) about every 20 s keeps proxies from closing it (ndjson: a single space, no newline). " +
+        "Last event: `end` with {reason}: the room's end reason when it ended (as in recv's 404), replaced (a third stream for this seat opened on this node; the oldest ends), shutdown (the node is stopping: reconnect). " +
+        'With format=ndjson each event is one line: {"event":"message","id","from","text"} or {"event":"end","reason"}. Errors before the stream starts are JSON as everywhere.',
+      security: bearer,
+      parameters: [
+        ...queryParams(S.StreamQuery),
+        { name: "Last-Event-ID", in: "header", required: false, description: "Resume after this message id (what an EventSource sends on reconnect).", schema: { type: "string" } },
+      ],
+      responses: {
+        "200": {
+          description: "The stream.",
+          content: { "text/event-stream": { schema: { type: "string" } }, "application/x-ndjson": { schema: { type: "string" } } },
+        },
+        ...errorResponses(["bad_request", "forbidden", "rate_limited", "unavailable", "internal", "unauthorized", "not_found"]),
+      },
+    },
+  };
   // Documents, not operations of the table: public, any User-Agent.
   const tooMany = errorResponses(["rate_limited"]);
   paths["/v1/api"] = {

@@ -69,6 +69,21 @@ export const RecvQuery = z.strictObject({
   code: RoomCode,
   wait: WaitQuery.describe(`Milliseconds to wait for a message: 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}.`),
 });
+export const StreamQuery = z.strictObject({
+  code: RoomCode,
+  after: z
+    .string()
+    .regex(/^[0-9]{1,15}$/, "after must be a message id (digits)")
+    .optional()
+    .describe("Resume after this message id: only later messages are sent (the Last-Event-ID header does the same)."),
+  format: z.enum(["sse", "ndjson"]).optional().describe("sse (default): Server-Sent Events; ndjson: one JSON object per line."),
+});
+/**
+ * Why a stream ended (its last event): how the room ended (RoomEnding's reasons, as recv's
+ * 404 says them), "gone" when the relay no longer knows how, "replaced" or "shutdown".
+ */
+export const STREAM_END_REASONS = ["closed", "force_closed", "idle_timeout", "hard_cap", "gone", "replaced", "shutdown"] as const;
+export type StreamEndReason = (typeof STREAM_END_REASONS)[number];
 export const AckRequest = z.strictObject({
   code: RoomCode,
   ids: z.array(MessageId).max(MAX_ACK_IDS, `ids may list at most ${MAX_ACK_IDS} ids`),

@@ -8,6 +8,7 @@ import type { Config } from "./config.js";
 import { apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { RelayMetrics } from "./metrics.js";
+import { OpenStreams } from "./realtime/streams.js";
 import { WaitingRecvs } from "./realtime/wait-for-messages.js";
 import { CachedTally } from "./store/cached-tally.js";
 import type { RoomStore, StoreTally } from "./store/room-store.js";
@@ -21,6 +22,7 @@ import { requestLog } from "./http/request-log.js";
 import { mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
 import { ROOM_ENDPOINTS, roomRoutes } from "./http/room-routes.js";
+import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
 import type { Store } from "express-rate-limit";
 
@@ -40,7 +42,7 @@ export interface AppDeps {
 
 export interface DuetApp extends Express {
   /** Every waiting recv of this app, for shutdown. */
-  locals: Express["locals"] & { waitingRecvs: WaitingRecvs; metrics: RelayMetrics; operations: Operations };
+  locals: Express["locals"] & { waitingRecvs: WaitingRecvs; streams: OpenStreams; metrics: RelayMetrics; operations: Operations };
 }
 
 export function createApp(deps: AppDeps): DuetApp {
@@ -48,8 +50,10 @@ export function createApp(deps: AppDeps): DuetApp {
   const app = express() as DuetApp;
   const waitingRecvs = new WaitingRecvs(store);
   app.locals.waitingRecvs = waitingRecvs;
+  const streams = new OpenStreams(store, config.wakeRecheckMs);
+  app.locals.streams = streams;
   const cachedTally = new CachedTally(store, config.statsCacheMs);
-  const metrics = new RelayMetrics({ waitingRecvs: () => waitingRecvs.size, tally: () => cachedTally.read(), processMetrics: deps.processMetrics });
+  const metrics = new RelayMetrics({ waitingRecvs: () => waitingRecvs.size, openStreams: () => streams.size, tally: () => cachedTally.read(), processMetrics: deps.processMetrics });
   app.locals.metrics = metrics;
 
   app.disable("x-powered-by");
@@ -75,6 +79,7 @@ export function createApp(deps: AppDeps): DuetApp {
   const ops = operations({ store, waitingRecvs, metrics, wakeRecheckMs: config.wakeRecheckMs, readTally: () => cachedTally.read() });
   app.locals.operations = ops;
   app.use(roomRoutes({ operations: ops, baseUrl, roomLimiter, publicLimiter }));
+  app.use(streamRoute(streams));
 
   // ---- MCP (Streamable HTTP, stateless): any User-Agent, same per-IP limits -------------
   app.use(mcpRoutes({ operations: ops, baseUrl, logger, metrics, bindHost: config.host, publicUrl: config.publicUrl, publicLimiter, roomLimiter }));
@@ -127,7 +132,7 @@ export function createApp(deps: AppDeps): DuetApp {
   });
 
   // ---- everything else -----------------------------------------------------------------
-  for (const [path, method] of Object.entries(ENDPOINT_METHODS)) {
+  for (const [path, method] of Object.entries({ ...ENDPOINT_METHODS, ...ROOM_ENDPOINTS })) {
     app.all(path, (_req, res, next) => {
       res.set("Allow", method === "GET" ? "GET, HEAD" : method);
       next(apiError("method_not_allowed", `Use ${method} ${path}.`));

@@ -135,7 +135,7 @@ export const ConfigSchema = z
     RATE_LIMIT_WINDOW_SECONDS: integer(60, 1, 86_400).describe("Window of the per-IP rate limits (shared by all nodes through Redis)."),
     RATE_LIMIT_REQUESTS: integer(600, 0).describe("Room calls and stats reads per IP per window; `0` turns the limit off."),
     RATE_LIMIT_ROOMS: integer(60, 0).describe("Opens and joins per IP per window, on top of the above; `0` turns the limit off."),
-    WAKE_RECHECK_SECONDS: integer(5, 1, 3600).describe("A waiting recv re-reads its inbox this often (±20 %) even without a wake-up, in case one was lost."),
+    WAKE_RECHECK_SECONDS: integer(150, 1, 3600).describe("A waiting recv or stream re-reads its inbox this often (±20 %) even without a wake-up: a last resort, since the subscriber's heartbeat and the reconnect re-read already bound a lost wake-up. Long-polls wait at most 25 s, so at the default only streams ever re-read (0.4 times a minute)."),
     STATS_CACHE_MS: integer(1000, 0, 60_000).describe("`/v1/stats` and the relay-wide metrics are read from the store at most this often per node (on Redis each read is 2,048 pipelined commands)."),
     SHUTDOWN_DRAIN_SECONDS: integer(10, 0, 600).describe("On SIGTERM: readiness turns 503, waiting recvs answer at once, and in-flight calls get this long to finish before connections are cut."),
     KEEP_ALIVE_TIMEOUT_SECONDS: integer(65, 1, 3600).describe("Idle keep-alive of client connections; keep it above the load balancer's upstream idle timeout."),

@@ -90,9 +90,10 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   const shutdown = async () => {
     if (shuttingDown) return;
     shuttingDown = true;
-    logger.info({ waitingRecvs: app.locals.waitingRecvs.size }, "shutting down");
+    logger.info({ waitingRecvs: app.locals.waitingRecvs.size, streams: app.locals.streams.size }, "shutting down");
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     app.locals.waitingRecvs.drain();
+    app.locals.streams.drain();
     server.closeIdleConnections();
     const drained = await Promise.race([
       closed.then(() => true),

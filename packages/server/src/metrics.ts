@@ -50,13 +50,21 @@ export class RelayMetrics {
     registers: [this.registry],
   });
 
-  constructor(options: { waitingRecvs: () => number; tally: () => Promise<StoreTally>; processMetrics?: boolean }) {
+  constructor(options: { waitingRecvs: () => number; openStreams?: () => number; tally: () => Promise<StoreTally>; processMetrics?: boolean }) {
     new Gauge({
       name: "duet_recv_waiting",
       help: "Long-poll recvs waiting on this node now.",
       registers: [this.registry],
       collect() {
         this.set(options.waitingRecvs());
+      },
+    });
+    new Gauge({
+      name: "duet_streams_open",
+      help: "Push streams (GET /v1/stream) open on this node now.",
+      registers: [this.registry],
+      collect() {
+        this.set(options.openStreams?.() ?? 0);
       },
     });
     // Whole-relay figures from the store (the same on every node; sum nothing across nodes).

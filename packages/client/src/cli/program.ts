@@ -325,8 +325,9 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .description("print messages as they arrive, one per line, acking each after it is printed; Ctrl-C stops")
     .addOption(new Option("--count <n>", "exit after this many messages").argParser(positiveInteger("--count")))
     .addOption(new Option("--timeout <ms>", "stop after this long (exit 9 if --count messages did not all arrive)").argParser(positiveInteger("--timeout")))
-    .addOption(new Option("--wait <ms>", `long-poll wait per request, 0..${MAX_WAIT_MS}`).default(MAX_WAIT_MS).argParser(waitArgument))
-    .action(async (watchOptions: { count?: number; timeout?: number; wait: number }, command: Command) => {
+    .addOption(new Option("--wait <ms>", `long-poll wait per request, 0..${MAX_WAIT_MS} (when long-polling)`).default(MAX_WAIT_MS).argParser(waitArgument))
+    .addOption(new Option("--long-poll", "use recv long-polls instead of the push stream (watch falls back to them by itself when the stream cannot work, e.g. behind a buffering proxy)"))
+    .action(async (watchOptions: { count?: number; timeout?: number; wait: number; longPoll?: boolean }, command: Command) => {
       const options = globals(command);
       const entry = await roomFor(options);
       const timeout = watchOptions.timeout === undefined ? undefined : AbortSignal.timeout(watchOptions.timeout);
@@ -345,7 +346,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
               noteGap(message);
               spinner.start("waiting for messages (Ctrl-C stops)");
             },
-            { signal, maxMessages: watchOptions.count, waitMs: watchOptions.wait, onWait: showWait("watching") },
+            { signal, maxMessages: watchOptions.count, waitMs: watchOptions.wait, onWait: showWait("watching"), transport: watchOptions.longPoll ? "long-poll" : "auto" },
           ),
         ));
       } catch (error) {

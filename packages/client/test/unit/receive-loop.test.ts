@@ -37,7 +37,7 @@ describe("receiveLoop", () => {
         await new Promise((r) => setTimeout(r, 20));
         events.push(`handled ${message.id}`);
       },
-      { maxMessages: 2 },
+      { maxMessages: 2, transport: "long-poll" },
     );
     expect(result).toEqual({ handled: 2 });
     expect(log).toEqual(["recv", "ack 1", "ack 2"]);
@@ -48,9 +48,13 @@ describe("receiveLoop", () => {
     const { fetchImpl, log } = scripted([() => json(200, { messages: [m("1"), m("2")] })]);
     const client = new DuetClient({ fetch: fetchImpl });
     await expect(
-      client.receiveLoop(seat, () => {
-        throw new Error("cannot handle");
-      }),
+      client.receiveLoop(
+        seat,
+        () => {
+          throw new Error("cannot handle");
+        },
+        { transport: "long-poll" },
+      ),
     ).rejects.toThrow("cannot handle");
     expect(log).toEqual(["recv"]);
   });
@@ -66,7 +70,7 @@ describe("receiveLoop", () => {
       () => json(200, { ok: true, acked: 1 }),
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
-    const result = await client.receiveLoop(seat, (message) => void handled.push(message.id), { retryTimeoutMs: 1, maxMessages: 2 });
+    const result = await client.receiveLoop(seat, (message) => void handled.push(message.id), { retryTimeoutMs: 1, maxMessages: 2, transport: "long-poll" });
     expect(result).toEqual({ handled: 2 });
     expect(handled).toEqual(["1", "2"]);
     expect(log).toEqual(["recv", "ack 1", "recv", "ack 1", "ack 2"]);
@@ -76,7 +80,7 @@ describe("receiveLoop", () => {
     const down = () => json(503, { error: "unavailable", message: "store down" });
     const { fetchImpl } = scripted(Array.from({ length: 50 }, () => down));
     const client = new DuetClient({ fetch: fetchImpl });
-    await expect(client.receiveLoop(seat, () => undefined, { retryTimeoutMs: 300, waitMs: 0 })).rejects.toMatchObject({ code: "unavailable", status: 503 });
+    await expect(client.receiveLoop(seat, () => undefined, { retryTimeoutMs: 300, waitMs: 0, transport: "long-poll" })).rejects.toMatchObject({ code: "unavailable", status: 503 });
   });
 
   it("resolves when the signal fires during a long poll", async () => {
@@ -86,7 +90,7 @@ describe("receiveLoop", () => {
     const client = new DuetClient({ fetch: fetchImpl });
     setTimeout(() => controller.abort(), 100);
     const started = Date.now();
-    await expect(client.receiveLoop(seat, () => undefined, { signal: controller.signal })).resolves.toEqual({ handled: 0 });
+    await expect(client.receiveLoop(seat, () => undefined, { signal: controller.signal, transport: "long-poll" })).resolves.toEqual({ handled: 0 });
     expect(Date.now() - started).toBeLessThan(2000);
   });
 });

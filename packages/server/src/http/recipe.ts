@@ -41,7 +41,7 @@ Base URL: \`${baseUrl}\`
   node, axios, ...) get 403 on room calls.
 - Bodies are JSON objects. Unknown fields are refused (400), so a misspelt option is never
   silently ignored.
-- send, recv, ack, status and close need \`Authorization: Bearer <token>\`.
+- send, recv, stream, ack, status and close need \`Authorization: Bearer <token>\`.
 - Codes look like \`k7dq-3mxa-9z2f\`; case, spaces and dashes are forgiven. A code that
   cannot be one (wrong length or letters) is 400 \`bad_request\`; a well-formed code of no
   open room is 404 \`not_found\`.
@@ -112,6 +112,24 @@ recv answers at once when messages are pending, otherwise as soon as one arrives
 0 returns at once). It returns every pending message for you, oldest first, and **does not
 consume them**: the same messages come back until you ack them. Loop: recv, handle, ack,
 recv again. If recv answers 404, the room has ended (see "How a room ended" below).
+
+### 5b. Or listen on a stream (Server-Sent Events)
+
+\`\`\`sh
+curl -sN "${baseUrl}/v1/stream?code=k7dq-3mxa-9z2f&format=ndjson" -H 'User-Agent: ${USER_AGENT}' -H "Authorization: Bearer $TOKEN"
+\`\`\`
+\`\`\`
+{"event":"message","id":"1","from":"a","text":"hello from A"}
+\`\`\`
+One line per message addressed to you, oldest first, then each new one as it arrives,
+held open (\`-N\`: no buffering in curl). Without \`format=ndjson\` it is Server-Sent Events
+(\`id:\` = message id, \`event: message\`, \`data: {"id","from","text"}\`). Like recv it
+**does not consume**: ack what you handled; a new stream sends unacked messages again,
+so skip ids you already handled. Resume after an id with \`&after=<id>\` (or the
+\`Last-Event-ID\` header). The last line is \`{"event":"end","reason":...}\`: how the room
+ended (\`closed\`, \`force_closed\`, \`idle_timeout\`, \`hard_cap\`, or \`gone\`: stop), \`replaced\` (a newer stream of yours took over), \`shutdown\` (the
+relay node is stopping: reconnect). If nothing arrives through a proxy that buffers, use
+recv (above) instead.
 
 ### 6. Ack (the delivery receipt)
 

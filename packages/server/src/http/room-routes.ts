@@ -56,6 +56,8 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
 }
 
 /** Paths of the room endpoints (User-Agent policy applies), with their one allowed method. */
-export const ROOM_ENDPOINTS: Record<string, "GET" | "POST"> = Object.fromEntries(
-  OPERATION_IDS.filter((id) => ENDPOINTS[id].room).map((id) => [ENDPOINTS[id].path, ENDPOINTS[id].method]),
-);
+export const ROOM_ENDPOINTS: Record<string, "GET" | "POST"> = {
+  ...Object.fromEntries(OPERATION_IDS.filter((id) => ENDPOINTS[id].room).map((id) => [ENDPOINTS[id].path, ENDPOINTS[id].method])),
+  // The push stream (stream-route.ts): a room call outside the table (it answers no JSON).
+  "/v1/stream": "GET",
+};

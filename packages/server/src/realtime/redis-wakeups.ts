@@ -2,6 +2,16 @@
 // room's channel is subscribed when the room gets its first local waiter and unsubscribed
 // a while after its last (reference-counted, with a linger: see LINGER_MS). A message is
 // only a wake-up: waiters re-read Redis.
+//
+// Why waiters need no periodic re-read of their own: pub/sub over a healthy connection
+// does not drop messages, so a wake-up is lost only when the subscriber connection is
+// lost or silently dead. A lost connection is seen by the client (it reconnects, and on
+// 'ready' every waiter re-reads: resyncAll). A silently dead one (a black hole: no reset,
+// nothing arrives) is found by the connection's heartbeat (keepAlive in
+// store/redis/connection.ts: one PING a second per node, whatever the number of waiters),
+// which replaces it; the reconnect then re-reads every waiter. On a cluster the shard
+// subscribers are ioredis's; a replaced one is announced by 'subscribersReady', after
+// which every waiter re-reads.
 import { Redis, type Cluster } from "ioredis";
 import { setTimeout as delay } from "node:timers/promises";
 import { apiError } from "../errors.js";
@@ -43,6 +53,11 @@ export class RedisWakeupBus implements WakeupBus {
       if (this.connectedOnce) void this.afterResubscribe().then(() => this.resyncAll());
       this.connectedOnce = true;
     });
+    if (!(subscriber instanceof Redis)) {
+      // A shard subscriber replaced (killed, failed over): ioredis re-sends the node's
+      // subscriptions without telling when they are confirmed; a short pause, then re-read.
+      subscriber.on("subscribersReady", () => void delay(500).then(() => this.resyncAll()));
+    }
   }
 
   /** Channels this node is subscribed to right now (for tests and metrics). */

@@ -3,13 +3,13 @@
 // when the peer's seat is claimed, the room ends or the wait runs out. Shared by both stores.
 import type { InboxSnapshot, RoomStatus, RoomStore, SeatCredentials, WakeEvent } from "../store/room-store.js";
 
-type WakeReason = "wake" | "timer" | "aborted" | "drained";
+export type WakeReason = "wake" | "timer" | "aborted" | "drained";
 
 /** How often a recv re-reads when it could not subscribe to wake-ups. */
 const UNSUBSCRIBED_RECHECK_MS = 1000;
 
 /** One waiting call: collects wake-ups so none is lost between a read and the next wait. */
-class Waiter {
+export class Waiter {
   private pendingWake = false;
   private pendingFinal?: WakeReason;
   private resolve?: (reason: WakeReason) => void;

@@ -225,6 +225,45 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     }
   }, 60_000);
 
+  it("subscriber connection silently dead while a recv waits: the heartbeat replaces it and the message arrives, with no per-waiter re-read", async () => {
+    // Re-reads by the waiter itself are pushed out of the way (an hour): only the
+    // subscriber connection's heartbeat (one PING a second) can notice the dead connection.
+    const relay = await startTarget("process", {
+      REDIS_URL: proxy.url,
+      REDIS_COMMAND_TIMEOUT_MS: String(COMMAND_TIMEOUT_MS),
+      WAKE_RECHECK_SECONDS: "3600",
+      RATE_LIMIT_REQUESTS: "0",
+      RATE_LIMIT_ROOMS: "0",
+    });
+    const admin = new Redis(redis.url);
+    try {
+      const room = await relay.client.pairedRoom();
+      const waiting = relay.client.recv(room.code, room.b, 20_000).then((reply) => ({ reply, at: Date.now() }));
+      let subscriberPort: number | undefined;
+      for (const deadline = Date.now() + 5000; subscriberPort === undefined && Date.now() < deadline; await sleep(25)) {
+        const list = (await admin.call("CLIENT", "LIST")) as string;
+        const line = list.split("\n").find((l) => / ssub=1 /.test(l));
+        if (line) subscriberPort = Number(/ addr=[^ ]+:(\d+) /.exec(line)![1]);
+      }
+      expect(subscriberPort).toBeDefined();
+      // Nothing comes back on the subscriber connection from now on, and nothing says so.
+      expect(proxy.blackholeConnection(subscriberPort!)).toBe(true);
+      const sent = await relay.client.send(room.code, room.a, "through the heartbeat");
+      expect(sent.status).toBe(200);
+      const sentAt = Date.now();
+      const { reply, at } = await waiting;
+      const delayMs = at - sentAt;
+      console.log(`FIGURES subscriber-heartbeat ${JSON.stringify({ status: reply.status, delayMs, heartbeatMs: 1000 })}`);
+      expect(reply.body.messages).toEqual([{ id: sent.body.id, from: "a", text: "through the heartbeat" }]);
+      // Found by a heartbeat (every 1 s, answered within 1 s), long before the recv's 20 s wait.
+      expect(delayMs).toBeLessThan(1000 + COMMAND_TIMEOUT_MS + 3000);
+    } finally {
+      proxy.resume();
+      admin.disconnect();
+      await relay.close();
+    }
+  }, 60_000);
+
   it("the relay process survives 200 connection resets in 6 s with 20 recvs waiting, and then delivers to all of them", async () => {
     // Found by this suite: ioredis's autoResubscribe left a rejected SSUBSCRIBE unhandled
     // when the connection dropped again before confirming it, and Node ended the process;

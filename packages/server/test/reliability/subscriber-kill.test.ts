@@ -1,14 +1,16 @@
 // The subscriber connection killed over and over (CLIENT KILL TYPE pubsub in a loop) while
 // recvs wait on three nodes and sends land on other nodes: every message is delivered, and
-// the worst delay from a send's answer to its recv's answer stays under the safety re-check
-// interval (WAKE_RECHECK_SECONDS), because a reconnect re-reads every waiter at once.
+// the worst delay from a send's answer to its recv's answer stays under 5 s although the
+// waiters' own re-read (WAKE_RECHECK_SECONDS) is pushed out to an hour: a reconnect re-reads
+// every waiter at once, so no periodic re-read is needed for a lost wake-up.
 import { Redis } from "ioredis";
 import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";
 import { median, percentile } from "../support/workload";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const RECHECK_SECONDS = 5;
+const RECHECK_SECONDS = 3600;
+const WORST_DELAY_MS = 5000;
 const SOAK = process.env.DUET_SOAK === "1";
 
 describe("subscriber connection killed repeatedly", () => {
@@ -26,7 +28,7 @@ describe("subscriber connection killed repeatedly", () => {
     await redis?.stop("SIGKILL");
   });
 
-  it("delivers 100% of messages, the worst delay under the re-check interval", async () => {
+  it("delivers 100% of messages, the worst delay under 5 s with no periodic re-read", async () => {
     const { client } = target;
     const ROOMS = SOAK ? 60 : 20;
     const ROUNDS = SOAK ? 50 : 10;
@@ -88,6 +90,6 @@ describe("subscriber connection killed repeatedly", () => {
     console.log(`FIGURES subscriber-kill ${JSON.stringify(figures)}`);
     expect(kills).toBeGreaterThan(5);
     expect(delivered).toBe(ROOMS * ROUNDS);
-    expect(figures.maxDelayMs).toBeLessThan(RECHECK_SECONDS * 1000);
+    expect(figures.maxDelayMs).toBeLessThan(WORST_DELAY_MS);
   }, 120_000);
 });

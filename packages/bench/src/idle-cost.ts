@@ -1,0 +1,188 @@
+// `pnpm --filter @duet/bench idle-cost [--mode long-poll|stream] [--seats N] [--seconds S]
+// [--env KEY=VALUE ...]`: what a waiting agent costs when nothing happens. One duet node on
+// the run's own Redis; N seats (N/2 paired rooms) either loop `GET /v1/recv?wait=25000` or
+// hold one `GET /v1/stream` each; nobody sends. After a settling period, over the window:
+// the node's Redis round trips (INFO commandstats: scripts, PINGs, subscriptions) per seat
+// per minute, the node's CPU per seat (µs/s), Redis's CPU, and RSS per seat (after a full
+// GC, against the same node before the seats connected). Prints one JSON line.
+//
+// Then, with --latency K, K sends on a second node, each timed to the event on the first
+// node (stream) or to the answer of the recv waiting there (long-poll): p50 / p99 ms.
+import { setMaxListeners } from "node:events";
+import { Pool } from "undici";
+import { USER_AGENT } from "@duet/protocol";
+import { RelayClient, inBatches, type Seat } from "./client.js";
+import { LOAD_CPU, duetEnv, pin, startRedis, startServer } from "./processes.js";
+import { commandStats, redisCpuSeconds, type CommandStats } from "./scenarios/redis-cost.js";
+import { sleep, summarize } from "./stats.js";
+
+const ROUND_TRIPS = new Set(["evalsha", "eval", "ssubscribe", "sunsubscribe", "subscribe", "unsubscribe", "ping"]);
+
+function option(name: string, fallback: string): string {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 ? process.argv[at + 1]! : fallback;
+}
+const extraEnv: Record<string, string> = {};
+process.argv.forEach((arg, i) => {
+  if (arg === "--env") {
+    const [key, ...value] = process.argv[i + 1]!.split("=");
+    extraEnv[key!] = value.join("=");
+  }
+});
+
+const mode = option("mode", "long-poll") as "long-poll" | "stream";
+const seats = Number(option("seats", "1000"));
+const seconds = Number(option("seconds", "60"));
+const settleSeconds = Number(option("settle", "30"));
+const latencySamples = Number(option("latency", "0"));
+
+/** One seat's long-poll loop, until aborted; onMessages sees every non-empty answer. */
+async function keepWaiting(client: RelayClient, seat: Seat, signal: AbortSignal, onMessages?: (texts: string[]) => void): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      const messages = await client.recv(seat, 25_000, signal);
+      if (messages.length) {
+        onMessages?.(messages.map((m) => m.text));
+        await client.ack(seat, messages.map((m) => m.id), signal);
+      }
+    } catch {
+      if (!signal.aborted) await sleep(100);
+    }
+  }
+}
+
+/** One seat's stream, held until aborted; onEvent sees every message id as it arrives. */
+async function keepStreaming(pool: Pool, seat: Seat, signal: AbortSignal, onOpen: () => void, onEvent?: (text: string) => void): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      const response = await pool.request({
+        method: "GET",
+        path: `/v1/stream?code=${seat.code}&format=ndjson`,
+        headers: { "user-agent": USER_AGENT, authorization: `Bearer ${seat.token}` },
+        signal,
+      });
+      if (response.statusCode !== 200) throw new Error(`stream ${response.statusCode}`);
+      onOpen();
+      let buffered = "";
+      for await (const chunk of response.body) {
+        buffered += chunk.toString();
+        let newline: number;
+        while ((newline = buffered.indexOf("\n")) >= 0) {
+          const line = buffered.slice(0, newline);
+          buffered = buffered.slice(newline + 1);
+          if (!line) continue;
+          const event = JSON.parse(line) as { event: string; text?: string };
+          if (event.event === "message" && event.text !== undefined) onEvent?.(event.text);
+        }
+      }
+    } catch {
+      if (!signal.aborted) await sleep(100);
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  pin(process.pid, LOAD_CPU);
+  const redis = await startRedis();
+  const env = duetEnv(redis.url, extraEnv);
+  const node = await startServer(`duet idle ${mode}`, "duet-node.js", { env });
+  // Rooms are opened (and the latency run's sends made) through a second node, so that the
+  // measured node's RSS before the seats connect is that of a fresh node.
+  const other = await startServer("duet sender", "duet-node.js", { env, cpu: LOAD_CPU });
+  const setup = new RelayClient(other.url, 40);
+  const client = new RelayClient(node.url, seats + 8);
+  const streams = new Pool(node.url, { connections: seats + 8, pipelining: 1, bodyTimeout: 0, headersTimeout: 60_000 });
+  const abort = new AbortController();
+  setMaxListeners(0, abort.signal);
+  const loops: Promise<unknown>[] = [];
+  const arrivals = new Map<string, (at: number) => void>();
+  const arrived = (key: string) => arrivals.get(key)?.(performance.now());
+  try {
+    const rooms = await inBatches(Math.ceil(seats / 2), 32, () => setup.room());
+    const all = rooms.flat().slice(0, seats);
+    await sleep(500);
+    const before = await node.metrics({ gc: true });
+    let opened = 0;
+    for (let i = 0; i < all.length; i += 100) {
+      for (const seat of all.slice(i, i + 100)) {
+        const onArrival = (texts: string[] | string) => (Array.isArray(texts) ? texts : [texts]).forEach((text) => arrived(`${seat.token}:${text}`));
+        loops.push(mode === "stream" ? keepStreaming(streams, seat, abort.signal, () => opened++, onArrival) : keepWaiting(client, seat, abort.signal, onArrival));
+      }
+      const target = Math.min(all.length, i + 100);
+      for (const deadline = Date.now() + 20_000; (await node.metrics()).waiting < target; await sleep(20)) {
+        if (Date.now() > deadline) throw new Error(`only ${(await node.metrics()).waiting} of ${target} seats are waiting`);
+      }
+    }
+    // Past the first recvs' re-polls and the subscriptions' linger.
+    await sleep(settleSeconds * 1000);
+    const statsStart: CommandStats = await commandStats(redis.client);
+    const redisCpuStart = await redisCpuSeconds(redis.client);
+    const start = await node.metrics();
+    await sleep(seconds * 1000);
+    const end = await node.metrics();
+    const statsEnd = await commandStats(redis.client);
+    const redisCpuEnd = await redisCpuSeconds(redis.client);
+    const atN = await node.metrics({ gc: true });
+    const byCommand: Record<string, number> = {};
+    let roundTrips = 0;
+    for (const [name, { calls }] of Object.entries(statsEnd)) {
+      const delta = calls - (statsStart[name]?.calls ?? 0);
+      if (delta > 0 && ROUND_TRIPS.has(name)) {
+        byCommand[name] = delta;
+        roundTrips += delta;
+      }
+    }
+    const minutes = seconds / 60;
+    const cpuUs = end.cpuUserUs + end.cpuSystemUs - start.cpuUserUs - start.cpuSystemUs;
+    const result: Record<string, unknown> = {
+      mode,
+      seats,
+      windowSeconds: seconds,
+      waitingAtEnd: atN.waiting,
+      redisRoundTripsPerSeatPerMinute: roundTrips / seats / minutes,
+      redisRoundTripsByCommandPerMinute: Object.fromEntries(Object.entries(byCommand).map(([k, v]) => [k, v / minutes])),
+      relayCpuUsPerSeatPerSecond: cpuUs / seats / seconds,
+      relayCpuShareOfCore: cpuUs / 1e6 / seconds,
+      redisCpuUsPerSeatPerSecond: ((redisCpuEnd - redisCpuStart) * 1e6) / seats / seconds,
+      rssPerSeatKb: (atN.rss - before.rss) / seats / 1024,
+      heapPerSeatKb: (atN.heapUsed - before.heapUsed) / seats / 1024,
+      env: extraEnv,
+    };
+    if (latencySamples > 0) {
+      // Sends through the second node to seats waiting on the first: the wake crosses Redis.
+      const sender = new RelayClient(other.url, 8);
+      const samples: number[] = [];
+      for (let i = 0; i < latencySamples; i++) {
+        const room = rooms[i % rooms.length]!;
+        const [from, to] = [room[0], room[1]];
+        const key = `${to.token}:ping ${i}`;
+        const arrival = new Promise<number>((resolve) => arrivals.set(key, resolve));
+        const started = performance.now();
+        const { id } = await sender.send(from, `ping ${i}`);
+        const at = await Promise.race([arrival, sleep(10_000).then(() => Number.NaN)]);
+        arrivals.delete(key);
+        if (!Number.isNaN(at)) samples.push(at - started);
+        if (mode === "stream") await sender.ack(to, [id]).catch(() => undefined);
+        await sleep(20);
+      }
+      await sender.close();
+      const summary = summarize(samples.sort((a, b) => a - b));
+      result.latency = { samples: summary.count, p50Ms: summary.p50, p99Ms: summary.p99, maxMs: summary.max };
+    }
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+  } finally {
+    abort.abort();
+    await Promise.allSettled(loops);
+    await client.close().catch(() => undefined);
+    await setup.close().catch(() => undefined);
+    await streams.destroy().catch(() => undefined);
+    await node.stop();
+    await other.stop();
+    await redis.stop();
+  }
+}
+
+main().catch((error) => {
+  process.stderr.write(`idle-cost: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});

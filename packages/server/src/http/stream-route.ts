@@ -1,0 +1,85 @@
+// GET /v1/stream: the push stream as Server-Sent Events (default) or NDJSON (?format=ndjson).
+// Everything before the first byte (token, query, the room) answers JSON errors like every
+// other endpoint; after it, the stream's last event says why it ended. See
+// src/realtime/streams.ts for what it delivers and what it costs.
+import { Router, type Request, type Response } from "express";
+import { StreamQuery, type Message, type RoomEnding, type StreamEndReason } from "@duet/protocol";
+import { apiError } from "../errors.js";
+import type { OpenStreams, StreamSink } from "../realtime/streams.js";
+import { seatTokenHash } from "./auth.js";
+import { parseInput } from "./validate.js";
+
+function sseSink(res: Response): StreamSink {
+  return {
+    message: (m: Message) => void res.write(`id: ${m.id}\nevent: message\ndata: ${JSON.stringify({ id: m.id, from: m.from, text: m.text })}\n\n`),
+    heartbeat: () => void res.write(": hb\n\n"),
+    end: (reason: StreamEndReason, ended?: RoomEnding) => {
+      if (!res.writableEnded) res.end(`event: end\ndata: ${JSON.stringify(ended ? { reason, ended } : { reason })}\n\n`);
+    },
+  };
+}
+
+function ndjsonSink(res: Response): StreamSink {
+  return {
+    message: (m: Message) => void res.write(`${JSON.stringify({ event: "message", id: m.id, from: m.from, text: m.text })}\n`),
+    // A space is JSON whitespace: bytes for the proxies, and no line for a tool that wakes on each one.
+    heartbeat: () => void res.write(" "),
+    end: (reason: StreamEndReason, ended?: RoomEnding) => {
+      if (!res.writableEnded) res.end(`${JSON.stringify(ended ? { event: "end", reason, ended } : { event: "end", reason })}\n`);
+    },
+  };
+}
+
+/** Last-Event-ID (what EventSource sends on reconnect) or ?after: the id to resume after. */
+function resumeAfter(req: Request, after: string | undefined): number {
+  const header = req.get("last-event-id");
+  if (header !== undefined && header !== "" && !/^[0-9]{1,15}$/.test(header)) {
+    throw apiError("bad_request", "Last-Event-ID must be a message id (digits).");
+  }
+  return Math.max(Number(header || 0), Number(after ?? 0));
+}
+
+export function streamRoute(streams: OpenStreams): Router {
+  const router = Router();
+  router.get("/v1/stream", async (req, res, next) => {
+    // 'close' before the stream ended means the client went away: free the stream.
+    const abandoned = new AbortController();
+    res.once("close", () => abandoned.abort());
+    let prepared;
+    let after;
+    let format;
+    try {
+      const tokenHash = seatTokenHash(req);
+      const query = parseInput(StreamQuery, req.query, "query");
+      after = resumeAfter(req, query.after);
+      format = query.format ?? "sse";
+      // Proves the seat, finds the room and listens before the first byte: errors stay JSON.
+      prepared = await streams.open({ code: query.code, tokenHash });
+    } catch (error) {
+      return next(error);
+    }
+    if (abandoned.signal.aborted) return void prepared.stopWatching();
+    res.status(200);
+    res.set({
+      "content-type": format === "ndjson" ? "application/x-ndjson; charset=utf-8" : "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache, no-store",
+      // nginx: pass each event on at once (the Ingress and infra/nginx/nginx.conf also say so).
+      "x-accel-buffering": "no",
+      // Nothing may compress (and so buffer) the stream.
+      "content-encoding": "identity",
+    });
+    res.flushHeaders();
+    // A first byte at once: the client knows the stream is up and not held by a buffering
+    // proxy (SSE: a comment; NDJSON: a space, JSON whitespace that makes no line).
+    res.write(format === "sse" ? ": duet stream\n\n" : " ");
+    const sink = format === "ndjson" ? ndjsonSink(res) : sseSink(res);
+    try {
+      await streams.serve(prepared, after, sink, abandoned.signal);
+    } catch {
+      // Past the first byte there is no error answer: the stream just ends, and the client reconnects.
+    } finally {
+      if (!res.writableEnded) res.end();
+    }
+  });
+  return router;
+}

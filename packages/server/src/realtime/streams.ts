@@ -1,0 +1,205 @@
+// The push stream (GET /v1/stream): a seat's pending messages, oldest first, then each new
+// one as it arrives, until the room ends, a newer stream replaces it, or the node stops.
+// Driven by the same wake-up bus as the long-poll recv, so a send on any node reaches a
+// stream on any other. Streaming does not consume: messages stay until acked, and a fresh
+// stream sends the unacked ones again (clients dedupe by id).
+//
+// What an idle stream costs: no Redis call at all between messages, except a last-resort
+// re-read every WAKE_RECHECK_SECONDS (see redis-wakeups.ts for why nothing more is needed),
+// and one heartbeat write every HEARTBEAT_MS, made by one shared timer for all streams.
+import type { Message, RoomEnding, StreamEndReason } from "@duet/protocol";
+import { ApiError } from "../errors.js";
+import type { InboxSnapshot, RoomStore, SeatCredentials } from "../store/room-store.js";
+import { Waiter } from "./wait-for-messages.js";
+
+/** Proxies close a silent connection after 60 s (nginx's default read timeout): 20 s is well inside. */
+export const HEARTBEAT_MS = 20_000;
+/** Streams one seat may hold on one node; the oldest is ended ("replaced") when one more opens. */
+export const MAX_STREAMS_PER_SEAT = 2;
+/** After a store failure the stream retries its read this often, holding the connection. */
+const RETRY_MS = 1000;
+
+/** Where a stream's events go: the HTTP route renders them as SSE or NDJSON. */
+export interface StreamSink {
+  message(message: Message): void;
+  heartbeat(): void;
+  /** The last event; the sink ends the response. ended: how the room ended, when it did. */
+  end(reason: StreamEndReason, ended?: RoomEnding): void;
+}
+
+/** A store error that means the room is over for this seat: its end reason, and how it ended when the store knows. */
+export function endReasonOf(error: unknown): { reason: StreamEndReason; ended?: RoomEnding } | undefined {
+  if (!(error instanceof ApiError) || (error.code !== "not_found" && error.code !== "unauthorized")) return undefined;
+  // How the room ended, as recv's 404 tells it; a room the store no longer remembers: gone.
+  return error.ended ? { reason: error.ended.reason, ended: error.ended } : { reason: "gone" };
+}
+
+/** A stream that is listening and has read the inbox, not yet serving. */
+export interface PreparedStream {
+  seat: SeatCredentials;
+  first: InboxSnapshot;
+  waiter: Waiter;
+  stopWatching: () => void;
+  subscribed: boolean;
+}
+
+interface OpenStream {
+  seatKey: string;
+  sink: StreamSink;
+  waiter: Waiter;
+  ended: boolean;
+  endReason?: StreamEndReason;
+}
+
+/** Every open stream of this node: the per-seat limit, the shared heartbeat, shutdown. */
+export class OpenStreams {
+  private readonly streams = new Set<OpenStream>();
+  private readonly bySeat = new Map<string, OpenStream[]>();
+  private heartbeat?: NodeJS.Timeout;
+  private draining = false;
+
+  constructor(
+    private readonly store: RoomStore,
+    private readonly recheckMs: number,
+    private readonly heartbeatMs = HEARTBEAT_MS,
+  ) {}
+
+  get size(): number {
+    return this.streams.size;
+  }
+
+  /** Shutdown: every stream gets `end` (shutdown) now, so its client reconnects elsewhere. */
+  drain(): void {
+    this.draining = true;
+    for (const stream of this.streams) this.finish(stream, "shutdown");
+  }
+
+  /**
+   * Opens a stream: proves the seat, finds the room and starts listening, before the first
+   * byte (so errors are JSON answers). Listens first, then reads, as a recv does: a send
+   * that lands before the listening began is in the read, any later one wakes the stream.
+   * When wake-ups for the room do not reach this node yet, a first read (which costs no
+   * subscription when the seat or room is wrong) comes before the listening, and a second after.
+   */
+  async open(seat: SeatCredentials): Promise<PreparedStream> {
+    let snapshot: InboxSnapshot | undefined;
+    // Wake-ups for the caller's inbox (every one until a read has told the seat).
+    const waiter = new Waiter((event) => snapshot === undefined || event === snapshot.seat);
+    const listen = async () => {
+      try {
+        return { stop: await this.store.wakeups.watch(seat.code, waiter.onEvent), subscribed: true };
+      } catch {
+        return { stop: () => {}, subscribed: false };
+      }
+    };
+    if (!this.store.wakeups.isListening(seat.code)) snapshot = await this.store.readInbox(seat, true);
+    const { stop, subscribed } = await listen();
+    try {
+      snapshot = await this.store.readInbox(seat, snapshot === undefined);
+    } catch (error) {
+      stop();
+      throw error;
+    }
+    return { seat, first: snapshot, waiter, stopWatching: stop, subscribed };
+  }
+
+  /**
+   * Serves an opened stream until it ends: sends what the inbox holds after the id `after`,
+   * then each new message. Resolves when the stream is over (ended, or the client went
+   * away: signal).
+   */
+  async serve(prepared: PreparedStream, after: number, sink: StreamSink, signal: AbortSignal): Promise<void> {
+    const { seat, waiter, subscribed } = prepared;
+    if (this.draining) {
+      prepared.stopWatching();
+      return sink.end("shutdown");
+    }
+    let lastSent = after;
+    const stream: OpenStream = { seatKey: `${seat.code}:${seat.tokenHash}`, sink, waiter, ended: false };
+    const onAbort = () => waiter.fire("aborted");
+    signal.addEventListener("abort", onAbort);
+    this.add(stream);
+    try {
+      let current: InboxSnapshot | undefined = prepared.first;
+      for (;;) {
+        if (stream.ended || signal.aborted || !current) return;
+        for (const message of current.messages) {
+          // Ids grow within a room; an inbox is oldest first.
+          if (Number(message.id) > lastSent) {
+            sink.message(message);
+            lastSent = Number(message.id);
+          }
+        }
+        // Wake at the room's expiry too (the re-read then ends the stream); unsubscribed,
+        // re-read every second like a recv; otherwise only the last-resort re-check.
+        const recheck = (subscribed ? this.recheckMs : RETRY_MS) * (0.8 + Math.random() * 0.4);
+        const reason = await waiter.next(Math.min(recheck, Math.max(current.expiresInMs, 0) + 5));
+        if (reason === "aborted" || reason === "drained" || stream.ended) return;
+        // The last-resort re-read counts as activity, as a looping recv's would: a room with
+        // a listening stream stays alive.
+        current = await this.read(seat, stream, reason === "timer");
+      }
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      prepared.stopWatching();
+      this.remove(stream);
+    }
+  }
+
+  /** The inbox, or undefined once the stream has ended (the room is gone: `end` sent). */
+  private async read(seat: SeatCredentials, stream: OpenStream, touch = false): Promise<InboxSnapshot | undefined> {
+    for (;;) {
+      try {
+        return await this.store.readInbox(seat, touch);
+      } catch (error) {
+        const end = endReasonOf(error);
+        if (end) {
+          this.finish(stream, end.reason, end.ended);
+          return undefined;
+        }
+        // The store is unreachable: hold the stream (heartbeats go on) and try again.
+        const next = await stream.waiter.next(RETRY_MS);
+        if (next === "aborted" || next === "drained" || stream.ended) return undefined;
+      }
+    }
+  }
+
+  private finish(stream: OpenStream, reason: StreamEndReason, ended?: RoomEnding): void {
+    if (stream.ended) return;
+    stream.ended = true;
+    stream.endReason = reason;
+    stream.sink.end(reason, ended);
+    stream.waiter.fire("drained");
+  }
+
+  private add(stream: OpenStream): void {
+    this.streams.add(stream);
+    const same = this.bySeat.get(stream.seatKey) ?? [];
+    same.push(stream);
+    this.bySeat.set(stream.seatKey, same);
+    // The oldest streams of the seat make room for the newest: the client that opened it
+    // is the one that is listening now (a reconnect whose old connection is not dead yet).
+    while (same.length > MAX_STREAMS_PER_SEAT) this.finish(same.shift()!, "replaced");
+    if (!this.heartbeat) {
+      this.heartbeat = setInterval(() => {
+        for (const open of this.streams) if (!open.ended) open.sink.heartbeat();
+      }, this.heartbeatMs);
+      this.heartbeat.unref();
+    }
+  }
+
+  private remove(stream: OpenStream): void {
+    stream.ended = true;
+    this.streams.delete(stream);
+    const same = this.bySeat.get(stream.seatKey);
+    if (same) {
+      const at = same.indexOf(stream);
+      if (at >= 0) same.splice(at, 1);
+      if (same.length === 0) this.bySeat.delete(stream.seatKey);
+    }
+    if (this.streams.size === 0) {
+      clearInterval(this.heartbeat);
+      this.heartbeat = undefined;
+    }
+  }
+}
