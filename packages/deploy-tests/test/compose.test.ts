@@ -5,8 +5,8 @@
 //
 // One compose project per run (its own name, volume, image tag and an ephemeral host port);
 // everything it made is removed afterwards except the stand-in base images, which later
-// runs reuse. docker/compose.test-override.yml sets only WAKE_RECHECK_SECONDS=60, so a prompt
-// wake-up can only come from Redis pub/sub.
+// runs reuse. The relays' last-resort re-read comes every WAKE_RECHECK_SECONDS (150 s), so a
+// prompt wake-up across containers can only come from Redis pub/sub.
 import { execFile, spawn } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
@@ -19,7 +19,7 @@ const ROOT = resolve(__dirname, "../../..");
 const PROJECT = `duet-test-${process.pid}`;
 const IMAGE = `duet-relay:test-${process.pid}`;
 const ENV = { ...process.env, DUET_PORT: "0", DUET_IMAGE: IMAGE, COMPOSE_PROGRESS: "quiet" };
-const COMPOSE = ["compose", "-p", PROJECT, "-f", "docker-compose.yml", "-f", "packages/deploy-tests/docker/compose.test-override.yml"];
+const COMPOSE = ["compose", "-p", PROJECT, "-f", "docker-compose.yml"];
 const RELAYS = ["relay-1", "relay-2", "relay-3"] as const;
 
 /** Every secret and text this file sends: none may appear in any container's log. */
@@ -159,8 +159,8 @@ test("a recv waiting on relay-1 is woken by a send through relay-2 (Redis pub/su
   const woken = JSON.parse(await recv);
   const tookMs = Date.now() - started;
   expect(woken).toEqual({ status: 200, body: { messages: [{ id: sent.body.id, from: "a", text }] } });
-  // The fallback re-check runs every 60 s here (override file): an answer long before the
-  // 20 s wait ended can only have come from the wake-up.
+  // The last-resort re-read runs every 150 s: an answer long before the 20 s wait ended can
+  // only have come from the wake-up.
   expect(tookMs).toBeLessThan(20_000);
   await client.close(a, { force: true });
 }, 90_000);
