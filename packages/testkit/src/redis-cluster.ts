@@ -4,7 +4,7 @@
 // of a master).
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { Redis } from "ioredis";
+import { ask } from "./ask.js";
 import { spawnRedis, type SpawnedRedis } from "./redis-server.js";
 
 const run = promisify(execFile);
@@ -39,19 +39,6 @@ export interface SpawnedCluster {
   /** Restarts a killed node on its port with its nodes.conf (it rejoins, as a replica if it was replaced). */
   restart(port: number): Promise<SpawnedRedis>;
   stop(): Promise<void>;
-}
-
-async function ask<T>(port: number, question: (client: Redis) => Promise<T>): Promise<T | undefined> {
-  const client = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 1000 });
-  client.on("error", () => undefined);
-  try {
-    await client.connect();
-    return await question(client);
-  } catch {
-    return undefined;
-  } finally {
-    client.disconnect();
-  }
 }
 
 export async function spawnCluster(masters = 3, options: ClusterOptions = {}): Promise<SpawnedCluster> {

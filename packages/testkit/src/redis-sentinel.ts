@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
+import { ask } from "./ask.js";
 import { candidatePort, redisInfo, spawnRedis, waitForProcess, which, type SpawnedRedis } from "./redis-server.js";
 
 export interface SentinelOptions {
@@ -47,22 +47,6 @@ export interface SpawnedSentinelTopology {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A short-lived client that never retries or queues (for the fixture's own questions). */
-const quickClient = (port: number) =>
-  new Redis(port, "127.0.0.1", { lazyConnect: true, enableOfflineQueue: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 1000 });
-
-async function ask<T>(port: number, question: (client: Redis) => Promise<T>): Promise<T | undefined> {
-  const client = quickClient(port);
-  client.on("error", () => undefined);
-  try {
-    await client.connect();
-    return await question(client);
-  } catch {
-    return undefined;
-  } finally {
-    client.disconnect();
-  }
-}
 
 export async function spawnSentinelTopology(options: SentinelOptions = {}): Promise<SpawnedSentinelTopology> {
   const name = options.name ?? "duet";
