@@ -107,9 +107,14 @@ describe("rolling restart of every node (SIGTERM, one at a time) under traffic",
     try {
       const deadline = Date.now() + (SOAK ? 600_000 : 90_000);
       const rooms = await Promise.all(Array.from({ length: SOAK ? 40 : 10 }, () => openRoomWithRetry(client, deadline)));
+      // Traffic runs until every node has been restarted, however fast this machine is (a
+      // fixed count once finished before the last restart on a quiet machine).
       let trafficDone = false;
+      let restartsDone = false;
       const traffic = Promise.all(
-        rooms.map((room) => runRoomWorkload(room, { client, history, messagesPerSeat: SOAK ? 1000 : 300, recvWaitMs: 3000, sendGapMs: 30, deadline })),
+        rooms.map((room) =>
+          runRoomWorkload(room, { client, history, messagesPerSeat: 1_000_000, recvWaitMs: 3000, sendGapMs: 30, deadline, stopSending: () => restartsDone }),
+        ),
       ).finally(() => (trafficDone = true));
       const restartMs: number[] = [];
       for (let round = 0; round < (SOAK ? 3 : 1); round++) {
@@ -123,6 +128,7 @@ describe("rolling restart of every node (SIGTERM, one at a time) under traffic",
         }
       }
       expect(trafficDone).toBe(false);
+      restartsDone = true;
       await traffic;
 
       const result = checkHistory(history);
@@ -141,7 +147,10 @@ describe("rolling restart of every node (SIGTERM, one at a time) under traffic",
       console.log(`FIGURES rolling-restart ${JSON.stringify(figures)}`);
       expect(visible.map((o) => `${o.kind} ${o.status} ${o.error}`)).toEqual([]);
       expect(result.violations).toEqual([]);
-      expect(result.acknowledgedSends).toBe(rooms.length * 2 * (SOAK ? 1000 : 300));
+      // Every send the clients made was acknowledged, and there were many of them.
+      const attempted = new Set(history.operations.filter((o) => o.kind === "send").map((o) => o.text)).size;
+      expect(result.acknowledgedSends).toBe(attempted);
+      expect(attempted).toBeGreaterThan(rooms.length * 2 * 50);
     } finally {
       await Promise.all(nodes.map((n) => n.close()));
     }
