@@ -21,6 +21,7 @@ const PREREQUISITES = [
   { name: "redis-server", bin: "redis-server", apt: ["redis-server"], why: "every Redis-backed test spawns its own redis-server" },
   { name: "redis-cli", bin: "redis-cli", apt: ["redis-tools"], why: "the Redis Cluster tests join their nodes with redis-cli" },
   { name: "nginx", bin: "nginx", apt: ["nginx"], why: "the topology test puts nginx in front of three relays" },
+  { name: "ss", bin: "ss", apt: ["iproute2"], why: "the listen-backlog test reads the relay's listening socket" },
   // DUET_BROWSER_TESTS=off / DUET_COMPOSE_TEST=off leave those tests out, and so these.
   ...(process.env.DUET_BROWSER_TESTS === "off"
     ? []

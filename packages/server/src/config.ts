@@ -139,6 +139,10 @@ export const ConfigSchema = z
     STATS_CACHE_MS: integer(1000, 0, 60_000).describe("`/v1/stats` and the relay-wide metrics are read from the store at most this often per node (on Redis each read is 2,048 pipelined commands)."),
     SHUTDOWN_DRAIN_SECONDS: integer(10, 0, 600).describe("On SIGTERM: readiness turns 503, waiting recvs answer at once, and in-flight calls get this long to finish before connections are cut."),
     KEEP_ALIVE_TIMEOUT_SECONDS: integer(65, 1, 3600).describe("Idle keep-alive of client connections; keep it above the load balancer's upstream idle timeout."),
+    // Node's default is 511: a node holding thousands of long-polls that restarts, or whose
+    // clients reconnect together, overflows it while its event loop is busy, and the kernel
+    // then drops connections (clients see resets). The kernel caps it at net.core.somaxconn.
+    LISTEN_BACKLOG: integer(4096, 1, 65_535).describe("Connections the kernel queues for the relay before it accepts them (capped by `net.core.somaxconn`). Reconnect storms of thousands of clients need more than Node's default of 511."),
     LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional().transform((v) => v ?? "info").describe("`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`."),
   })
   .superRefine((env, ctx) => {
@@ -219,6 +223,7 @@ export interface Config {
   statsCacheMs: number;
   shutdownDrainMs: number;
   keepAliveTimeoutMs: number;
+  listenBacklog: number;
   logLevel: string;
 }
 
@@ -278,6 +283,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     statsCacheMs: e.STATS_CACHE_MS,
     shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_SECONDS * 1000,
+    listenBacklog: e.LISTEN_BACKLOG,
     logLevel: e.LOG_LEVEL,
   };
 }

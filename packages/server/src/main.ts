@@ -75,7 +75,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
       logger.info({ connection: name }, "redis ready");
     });
   }
-  const server = app.listen(config.port, config.host);
+  const server = app.listen(config.port, config.host, config.listenBacklog);
   await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
   // Above the load balancer's idle timeout, so the balancer closes idle connections first.
   server.keepAliveTimeout = config.keepAliveTimeoutMs;
