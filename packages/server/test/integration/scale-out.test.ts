@@ -2,7 +2,9 @@
 // wake-ups cannot strand a recv, and a node's Redis connections do not grow with its load.
 import { Redis } from "ioredis";
 import { spawnCluster, spawnRedis, type SpawnedCluster, type SpawnedRedis } from "@duet/testkit";
+import type { TestClient } from "../support/http-client";
 import { startTarget, type RelayTarget, type TargetKind } from "../support/targets";
+import { openRoomWithRetry, type Room } from "../support/workload";
 
 const MULTI_NODE: TargetKind[] = ["redis-3-nodes", "cluster-3-nodes"];
 
@@ -133,12 +135,14 @@ describe("Redis connections per node", () => {
     // Both connections are up once the relay is ready and the subscriber has said hello.
     let idle = await relayConnections();
     for (const deadline = Date.now() + 10_000; idle < 2 && Date.now() < deadline; idle = await relayConnections()) await new Promise((r) => setTimeout(r, 100));
-    const rooms = await Promise.all(Array.from({ length: 1000 }, () => client.pairedRoom()));
+    const rooms = await Promise.all(Array.from({ length: 1000 }, () => openRoomWithRetry(client, Date.now() + 60_000)));
     const abort = new AbortController();
-    const waiting = rooms.map((room) => client.recv(room.code, room.b, 20_000, { signal: abort.signal }).catch(() => undefined));
+    const failed: string[] = [];
+    const waiting = rooms.map((room) => holdRecv(client, room, abort.signal, failed));
     // Until all 1,000 rooms' channels are subscribed: every recv is waiting.
     const subscribed = async () => ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
-    for (const deadline = Date.now() + 30_000; (await subscribed()) < 1000 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 100));
+    for (const deadline = Date.now() + 30_000; (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0; ) await new Promise((r) => setTimeout(r, 100));
+    expect(failed).toEqual([]);
     expect(await subscribed()).toBe(1000);
     const loaded = await relayConnections();
     // eslint-disable-next-line no-console
@@ -188,15 +192,17 @@ describe("Redis connections per node on a cluster", () => {
   it("stays constant from 0 to 1,000 waiting recvs: per master: a command connection, the subscribing client's own, and a sharded subscriber", async () => {
     const { client } = target;
     const idle = await settledConnections();
-    const rooms = await Promise.all(Array.from({ length: 1000 }, () => client.pairedRoom()));
+    const rooms = await Promise.all(Array.from({ length: 1000 }, () => openRoomWithRetry(client, Date.now() + 60_000)));
     const abort = new AbortController();
-    const waiting = rooms.map((room) => client.recv(room.code, room.b, 20_000, { signal: abort.signal }).catch(() => undefined));
+    const failed: string[] = [];
+    const waiting = rooms.map((room) => holdRecv(client, room, abort.signal, failed));
     const subscribed = async () => {
       let total = 0;
       for (const admin of admins) total += ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
       return total;
     };
-    for (const deadline = Date.now() + 30_000; (await subscribed()) < 1000 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 100));
+    for (const deadline = Date.now() + 30_000; (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0; ) await new Promise((r) => setTimeout(r, 100));
+    expect(failed).toEqual([]);
     expect(await subscribed()).toBe(1000);
     const loaded = await relayConnections();
     // eslint-disable-next-line no-console
@@ -207,3 +213,22 @@ describe("Redis connections per node on a cluster", () => {
     await Promise.all(waiting);
   }, 90_000);
 });
+
+/**
+ * Keeps a recv waiting on seat b until the signal, as a client does: a 503 (a node this
+ * loaded may shed a call) is retried after its Retry-After. Anything else is a failure.
+ */
+async function holdRecv(client: TestClient, room: Room, signal: AbortSignal, failed: string[]): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      const reply = await client.recv(room.code, room.b, 20_000, { signal });
+      if (reply.status === 503) await new Promise((r) => setTimeout(r, Number(reply.headers.get("retry-after") ?? 1) * 1000));
+      else if (reply.status !== 200 || reply.body.messages.length > 0) return void failed.push(`${reply.status} ${reply.text}`);
+    } catch (error) {
+      if (signal.aborted) return;
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      failed.push(`${String(error)}${cause ? ` (${cause.code ?? cause.message})` : ""}`);
+      return;
+    }
+  }
+}
