@@ -2,7 +2,6 @@
 // listening by itself (main.ts does that), so tests can build as many as they like.
 import { join } from "node:path";
 import express, { type Express, type Request, type RequestHandler } from "express";
-import helmet from "helmet";
 import { ENDPOINT_METHODS, buildOpenApiDocument, normalizeRoomCode } from "@duet/protocol";
 import type { Config } from "./config.js";
 import { apiError } from "./errors.js";
@@ -22,6 +21,7 @@ import { requestLog } from "./http/request-log.js";
 import { mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
 import { ROOM_ENDPOINTS, roomRoutes } from "./http/room-routes.js";
+import { securityHeaders } from "./http/security-headers.js";
 import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
 import type { Store } from "express-rate-limit";
@@ -65,7 +65,7 @@ export function createApp(deps: AppDeps): DuetApp {
   const baseUrl = (req: Request) => config.publicUrl ?? `${req.protocol}://${req.host}`;
 
   app.use(requestLog(logger, metrics));
-  app.use(helmet());
+  app.use(securityHeaders());
 
   // ---- room endpoints first (the hot path walks the fewest layers): User-Agent policy,
   // then rate limits -------------------------------------------------------------------
