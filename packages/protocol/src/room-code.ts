@@ -7,6 +7,8 @@ export const CODE_GROUPS = 3;
 export const CODE_GROUP_LENGTH = 4;
 const CODE_LENGTH = CODE_GROUPS * CODE_GROUP_LENGTH;
 
+const CANONICAL = /^[0-9a-hjkmnp-tv-z]{4}-[0-9a-hjkmnp-tv-z]{4}-[0-9a-hjkmnp-tv-z]{4}$/;
+
 // Crockford decoding is forgiving about letters people confuse.
 const LOOKALIKES: Record<string, string> = { o: "0", i: "1", l: "1" };
 
@@ -16,6 +18,8 @@ const LOOKALIKES: Record<string, string> = { o: "0", i: "1", l: "1" };
  * are tolerated.
  */
 export function normalizeRoomCode(input: string): string | undefined {
+  // Almost every call already has the canonical form (it came from open or join): one test.
+  if (CANONICAL.test(input)) return input;
   const compact = input
     .trim()
     .toLowerCase()

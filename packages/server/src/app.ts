@@ -2,7 +2,6 @@
 // listening by itself (main.ts does that), so tests can build as many as they like.
 import { join } from "node:path";
 import express, { type Express, type Request, type RequestHandler } from "express";
-import helmet from "helmet";
 import { ENDPOINT_METHODS, buildOpenApiDocument, normalizeRoomCode } from "@duet/protocol";
 import type { Config } from "./config.js";
 import { apiError } from "./errors.js";
@@ -21,7 +20,8 @@ import { renderRecipe } from "./http/recipe.js";
 import { requestLog } from "./http/request-log.js";
 import { mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
-import { ROOM_ENDPOINTS, roomRoutes } from "./http/room-routes.js";
+import { ROOM_ENDPOINTS, dispatchRoomCalls, roomRoutes } from "./http/room-routes.js";
+import { apiHeaders, securityHeaders } from "./http/security-headers.js";
 import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
 import type { Store } from "express-rate-limit";
@@ -64,21 +64,32 @@ export function createApp(deps: AppDeps): DuetApp {
 
   const baseUrl = (req: Request) => config.publicUrl ?? `${req.protocol}://${req.host}`;
 
-  app.use(requestLog(logger, metrics));
-  app.use(helmet());
-
-  // ---- room endpoints first (the hot path walks the fewest layers): User-Agent policy,
-  // then rate limits -------------------------------------------------------------------
+  const log = requestLog(logger, metrics);
   const publicLimiter = rateLimiter({ name: "requests", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.requestsPerWindow }, deps.rateLimitStores?.requests);
-  const roomPaths = Object.keys(ROOM_ENDPOINTS);
-  app.use(roomPaths, userAgentPolicy(config.userAgentPolicy), publicLimiter);
   const roomLimiter: RequestHandler = rateLimiter(
     { name: "rooms", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.roomsPerWindow },
     deps.rateLimitStores?.rooms,
   );
   const ops = operations({ store, waitingRecvs, metrics, wakeRecheckMs: config.wakeRecheckMs, readTally: () => cachedTally.read() });
   app.locals.operations = ops;
-  app.use(roomRoutes({ operations: ops, baseUrl, roomLimiter, publicLimiter }));
+  const rooms = roomRoutes({ operations: ops, baseUrl, roomLimiter, publicLimiter });
+  const userAgents = userAgentPolicy(config.userAgentPolicy);
+
+  // ---- the hot path: a call written exactly as the endpoint table has it goes straight to
+  // its route, with the same request log, headers, User-Agent policy and limits the layers
+  // below give it (room-routes.ts). Only the room calls: stats has no User-Agent policy.
+  const roomCallLayers = [log, apiHeaders, userAgents, publicLimiter];
+  const roomCalls = new Map([...rooms.routes].filter(([key]) => ROOM_ENDPOINTS[key.slice(key.indexOf(" ") + 1)] !== undefined));
+  app.use(dispatchRoomCalls(roomCalls, roomCallLayers));
+
+  app.use(log);
+  app.use(securityHeaders());
+
+  // ---- room endpoints first (the fewest layers for calls the fast path above passed on):
+  // User-Agent policy, then rate limits ------------------------------------------------
+  const roomPaths = Object.keys(ROOM_ENDPOINTS);
+  app.use(roomPaths, userAgents, publicLimiter);
+  app.use(rooms.router);
   app.use(streamRoute(streams));
 
   // ---- MCP (Streamable HTTP, stateless): any User-Agent, same per-IP limits -------------

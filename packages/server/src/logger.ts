@@ -8,7 +8,10 @@ export type { Logger };
 /**
  * The logger. By default it writes to stdout through a buffered, asynchronous destination:
  * a synchronous write per request line cost about a tenth of a busy node's CPU (see
- * packages/bench/PROFILE.md). main flushes it before exiting.
+ * packages/bench/PROFILE.md). main flushes it once a second and after the drain on
+ * SIGTERM/SIGINT; pino's own exit hook writes what is left synchronously on process.exit and
+ * on an uncaught exception. Only a SIGKILL or an out-of-memory abort loses the last second's
+ * lines (docs/metrics.md, test/unit/logger.test.ts).
  */
 export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
   return pino(

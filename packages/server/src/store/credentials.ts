@@ -1,5 +1,5 @@
 // Minting and hashing of room codes and seat tokens, shared by both stores.
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, hash, randomBytes, timingSafeEqual } from "node:crypto";
 import { roomCodeFromBytes } from "@duet/protocol";
 
 /** A new room code: 60 random bits. */
@@ -9,7 +9,8 @@ export const mintRoomCode = (): string => roomCodeFromBytes(randomBytes(8));
 export const mintSeatToken = (): string => randomBytes(32).toString("base64url");
 
 /** What the store keeps of a token. SHA-256 of a 256-bit secret cannot be reversed. */
-export const hashSeatToken = (token: string): string => createHash("sha256").update(token).digest("base64url");
+// crypto.hash is the one-shot form: no Hash object per call (every room call hashes a token).
+export const hashSeatToken = (token: string): string => hash("sha256", token, "base64url");
 
 /** Constant-time comparison of two token hashes (equal lengths by construction). */
 export function tokenHashesEqual(a: string, b: string): boolean {

@@ -48,9 +48,44 @@ forEachTarget((target) => {
     expect((await target().client.call("GET", "/readyz")).body).toEqual({ ready: true });
   });
 
-  it("sets helmet's security headers and no X-Powered-By", async () => {
-    const reply = await target().client.call("GET", "/v1/stats");
-    expect(reply.headers.get("x-content-type-options")).toBe("nosniff");
-    expect(reply.headers.get("x-powered-by")).toBeNull();
+  // docs/security.md: API answers get a fixed minimal set, pages get helmet's full one.
+  const API_SET = {
+    "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
+    "cross-origin-resource-policy": "same-origin",
+    "referrer-policy": "no-referrer",
+    "strict-transport-security": "max-age=31536000; includeSubDomains",
+    "x-content-type-options": "nosniff",
+  };
+  const PAGE_ONLY = ["cross-origin-opener-policy", "origin-agent-cluster", "x-dns-prefetch-control", "x-download-options", "x-frame-options", "x-permitted-cross-domain-policies"];
+
+  it("API answers, errors included, carry the API's security headers and no X-Powered-By", async () => {
+    const { client } = target();
+    const opened = (await client.open()).body;
+    const replies = [
+      await client.send(opened.code, opened.token, "hello"),
+      await client.call("GET", "/v1/recv", { query: { code: opened.code, wait: "0" } }), // 401: no token
+      await client.call("GET", "/v1/stats"),
+      await client.call("GET", "/healthz"),
+    ];
+    expect(replies.map((r) => r.status)).toEqual([200, 401, 200, 200]);
+    for (const reply of replies) {
+      for (const [name, value] of Object.entries(API_SET)) expect([name, reply.headers.get(name)]).toEqual([name, value]);
+      for (const name of PAGE_ONLY) expect([name, reply.headers.get(name)]).toEqual([name, null]);
+      expect(reply.headers.get("x-powered-by")).toBeNull();
+    }
+  });
+
+  it("pages carry helmet's full set of security headers", async () => {
+    const { client } = target();
+    const opened = (await client.open()).body;
+    for (const path of ["/", new URL(opened.join_url).pathname]) {
+      const reply = await client.call("GET", path, { headers: { accept: "text/html" } });
+      expect(reply.headers.get("content-type")).toMatch(/^text\/html/);
+      expect(reply.headers.get("content-security-policy")).toContain("default-src 'self'");
+      expect(reply.headers.get("x-content-type-options")).toBe("nosniff");
+      expect(reply.headers.get("cross-origin-opener-policy")).toBe("same-origin");
+      expect(reply.headers.get("x-frame-options")).toBe("SAMEORIGIN");
+      expect(reply.headers.get("x-powered-by")).toBeNull();
+    }
   });
 });

@@ -127,22 +127,30 @@ export class RedisRoomStore implements RoomStore {
     defineScripts(this.client);
   }
 
-  private async run<T>(operation: () => Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const work = operation();
-    // An abandoned operation may still settle later: its outcome is unknown to the client
-    // (a 503), which is why sends carry idempotency keys.
-    work.catch(() => undefined);
-    try {
-      return await Promise.race([
-        work,
-        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("store operation timed out")), this.operationTimeoutMs))),
-      ]);
-    } catch (error) {
-      throw storeFailure(error);
-    } finally {
-      clearTimeout(timer);
-    }
+  private run<T>(operation: () => Promise<T>): Promise<T> {
+    // One promise and one timer per operation (every room call runs one): no race, no
+    // async frame. An abandoned operation may still settle later, into the void: its
+    // outcome is unknown to the client (a 503), which is why sends carry idempotency keys.
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(storeFailure(new Error("store operation timed out"))), this.operationTimeoutMs);
+      let work: Promise<T>;
+      try {
+        work = operation();
+      } catch (error) {
+        clearTimeout(timer);
+        return reject(storeFailure(error));
+      }
+      work.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(storeFailure(error));
+        },
+      );
+    });
   }
 
   /**
