@@ -181,13 +181,6 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
       if (sentTexts && !sentTexts.has(message.text)) violate(`id ${message.id} in ${op.room} came back with another text`);
     }
   }
-  let duplicates = 0;
-  for (const [text, ids] of idsByText) {
-    if (ids.size > 1) {
-      duplicates += ids.size - 1;
-      violate(`one send stored ${ids.size} times: ${text.slice(0, 80)} as ${[...ids].join(",")}`);
-    }
-  }
 
   // ---- acks: received before acked, never delivered after ----------------------------
   // Deliveries of each id, with their text: after a failover loses writes, a new master can
@@ -259,6 +252,26 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
       undone(`id ${key} delivered for ${texts.length} different messages`, first?.op.startedAt ?? -Infinity, first?.op.endedAt ?? Infinity, secondSeen, () => idsReused++);
     }
   }
+  // A send stored twice: the copy delivered first was undone by a kill with its idempotency
+  // record, and a retry of the same key stored it again.
+  let duplicates = 0;
+  const firstAttempt = new Map<string, number>();
+  for (const op of ops.filter((o) => o.kind === "send")) {
+    const key = `${op.room}|${op.seat}|${op.text}`;
+    if (!firstAttempt.has(key)) firstAttempt.set(key, op.startedAt);
+  }
+  for (const [textKey, ids] of idsByText) {
+    if (ids.size < 2) continue;
+    const [room, , ...rest] = textKey.split("|");
+    const text = rest.join("|");
+    const firstSeen = (id: string) => Math.min(...(deliveries.get(`${room}|${id}`) ?? []).filter((d) => d.text === text).map((d) => d.endedAt));
+    const copies = [...ids].sort((x, y) => firstSeen(x) - firstSeen(y));
+    for (let i = 0; i + 1 < copies.length; i++) {
+      const description = `one send stored ${ids.size} times: ${textKey.slice(0, 80)} as ${copies.join(",")}`;
+      undone(description, firstAttempt.get(textKey) ?? -Infinity, firstSeen(copies[i]!), firstSeen(copies[i + 1]!), () => duplicates++);
+    }
+  }
+
   const acks = new Map<string, { startedAt: number; endedAt: number; texts: Set<string> }[]>();
   for (const op of ops.filter((o) => o.kind === "ack")) {
     for (const id of op.ids ?? []) {

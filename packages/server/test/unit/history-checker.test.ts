@@ -96,3 +96,15 @@ it("an id delivered for two messages is explained only when a kill came after th
   expect(checkHistory(history, { kills: [{ issuedAt: 2000, restartedAt: 2300 }] }).idsReused).toBe(1);
   expect(checkHistory(history, { kills: [{ issuedAt: 500, restartedAt: 800 }] }).idsReused).toBe(1);
 });
+
+it("a send stored twice is explained only when a kill undid the first copy before the second", () => {
+  // Send 0's first attempt (no answer) stored it as id 1, delivered at 920; the kill lost it
+  // with its idempotency record, and the retry after the restart stored it as id 2.
+  const unknown = { ...send(0, "", 900), id: undefined, outcome: "unknown" as const, status: 0, endedAt: 980 };
+  const steps = [unknown, recv(920, ["1", 0]), { ...send(0, "2", 1400) }, recv(1500, ["2", 0]), ack(1600, "2")];
+  expect(checkHistory(build(steps)).duplicates).toBe(1);
+  const result = checkHistory(build(steps), { kills });
+  expect(result.duplicates).toBe(0);
+  expect(result.violations).toEqual([]);
+  expect(checkHistory(build(steps), { kills: [{ issuedAt: 2000, restartedAt: 2300 }] }).duplicates).toBe(1);
+});
