@@ -7,6 +7,10 @@
 //   - all sends with one idempotency key resolve to one id, and one text is stored once;
 //   - order within a direction holds;
 //   - nothing is received that nobody sent, and nothing a definite failure refused.
+// Where Redis may lose its last writes when killed (appendfsync everysec: see
+// docs/reliability.md), the caller passes the kills, and an acknowledged send or ack that was
+// undone counts as a violation unless a kill explains it: a kill came after it, and no write
+// made after it and before that kill survived (a killed Redis loses a tail of its writes).
 // Sent texts carry their (room, seat, sequence) so the checker can tell them apart.
 
 export type Outcome = "ok" | "fail" | "unknown";
@@ -77,8 +81,13 @@ export interface CheckResult {
   violations: string[];
   /** Sends answered with an id. */
   acknowledgedSends: number;
-  /** Acknowledged sends never received (the headline "lost" figure). */
+  /** Acknowledged sends never received (the headline "lost" figure), by text: when a lost
+   *  write's id is minted again for the next message, both still count. */
   lost: number;
+  /** Of lost, redeliveredAfterAck and idsReused: those a kill explains (only with options.kills). */
+  undoneByKill: number;
+  /** The first of them (up to 10), to read. */
+  undoneByKillExamples: string[];
   /** Texts stored under more than one id. */
   duplicates: number;
   /** Messages delivered (by id and text) by a recv that started after their ack completed. */
@@ -100,6 +109,12 @@ export interface CheckOptions {
   endedRooms?: Set<string>;
   /** A request slower than its wait plus this is counted as hung. */
   hungMarginMs?: number;
+  /**
+   * Redis kills (history times: signal sent, Redis answering again) where Redis may lose the
+   * tail of its acknowledged writes (appendfsync everysec with a busy disk). Without them,
+   * every undone write is a violation.
+   */
+  kills?: { issuedAt: number; restartedAt: number }[];
 }
 
 export function checkHistory(history: History, options: CheckOptions = {}): CheckResult {
@@ -111,7 +126,10 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   // ---- sends: key -> one id; text -> one id ------------------------------------------
   const idsByKey = new Map<string, Set<string>>();
   const attemptedTexts = new Map<string, Outcome[]>();
-  const okSendIds = new Map<string, { room: string; to: string; text: string }>();
+  // Acknowledged sends by text, and the texts acknowledged under each id: after Redis loses a
+  // write, its id is minted again for the next message, so an id can name two sends.
+  const okSends = new Map<string, { room: string; id: string; text: string; op: Operation }>();
+  const okTextsById = new Map<string, Set<string>>();
   for (const op of ops.filter((o) => o.kind === "send")) {
     const textKey = `${op.room}|${op.seat}|${op.text}`;
     attemptedTexts.set(textKey, [...(attemptedTexts.get(textKey) ?? []), op.outcome]);
@@ -126,7 +144,8 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
       ids.add(op.id);
       idsByKey.set(key, ids);
     }
-    okSendIds.set(`${op.room}|${op.id}`, { room: op.room, to: op.seat === "a" ? "b" : "a", text: op.text! });
+    okSends.set(textKey, { room: op.room, id: op.id, text: op.text!, op });
+    okTextsById.set(`${op.room}|${op.id}`, (okTextsById.get(`${op.room}|${op.id}`) ?? new Set()).add(op.text!));
   }
   for (const [key, ids] of idsByKey) if (ids.size > 1) violate(`idempotency key ${key} resolved to ${ids.size} ids: ${[...ids].join(",")}`);
 
@@ -158,15 +177,8 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
       const ids = idsByText.get(textKey) ?? new Set<string>();
       ids.add(message.id);
       idsByText.set(textKey, ids);
-      const sent = okSendIds.get(`${op.room}|${message.id}`);
-      if (sent && sent.text !== message.text) violate(`id ${message.id} in ${op.room} came back with another text`);
-    }
-  }
-  let duplicates = 0;
-  for (const [text, ids] of idsByText) {
-    if (ids.size > 1) {
-      duplicates += ids.size - 1;
-      violate(`one send stored ${ids.size} times: ${text.slice(0, 80)} as ${[...ids].join(",")}`);
+      const sentTexts = okTextsById.get(`${op.room}|${message.id}`);
+      if (sentTexts && !sentTexts.has(message.text)) violate(`id ${message.id} in ${op.room} came back with another text`);
     }
   }
 
@@ -174,47 +186,132 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   // Deliveries of each id, with their text: after a failover loses writes, a new master can
   // mint a lost id again for another message. An ack acknowledges the texts its seat had
   // received under that id; only those coming back after it count as undone.
-  const deliveries = new Map<string, { endedAt: number; text: string }[]>();
+  const deliveries = new Map<string, { startedAt: number; endedAt: number; text: string }[]>();
   for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
     for (const message of op.messages ?? []) {
       const key = `${op.room}|${message.id}`;
-      deliveries.set(key, [...(deliveries.get(key) ?? []), { endedAt: op.endedAt, text: message.text }]);
+      deliveries.set(key, [...(deliveries.get(key) ?? []), { startedAt: op.startedAt, endedAt: op.endedAt, text: message.text }]);
     }
   }
+
+  // ---- writes undone by a Redis kill --------------------------------------------------
+  // A killed Redis that had not yet written its last writes to the AOF (everysec, while a
+  // background fsync is slow) comes back without them: a tail of what it executed. So an
+  // undone write needs a kill after it, and no write made after it and before that kill may
+  // have survived: a send acknowledged in between and delivered after the restart proves
+  // the kill lost no tail reaching back that far.
+  const kills = [...(options.kills ?? [])].sort((x, y) => x.issuedAt - y.issuedAt);
+  const lastDeliveryStart = new Map<string, number>();
+  for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
+    for (const message of op.messages ?? []) {
+      const key = `${op.room}|${message.id}|${message.text}`;
+      lastDeliveryStart.set(key, Math.max(lastDeliveryStart.get(key) ?? -Infinity, op.startedAt));
+    }
+  }
+  let undoneByKill = 0;
+  const undoneByKillExamples: string[] = [];
+  /**
+   * Undefined when a kill explains an undone write that ran within [startedAt, endedAt] and
+   * was seen undone by `seenBy`; otherwise why not.
+   */
+  const unexplained = (startedAt: number, endedAt: number, seenBy: number): string | undefined => {
+    if (kills.length === 0) return "";
+    const kill = kills.find((k) => k.issuedAt > startedAt);
+    if (!kill || kill.issuedAt >= seenBy) return " (no Redis kill came between it and the sign that it was undone)";
+    // Still running at the kill: it may have run just before it, or after the restart and
+    // been lost by a later kill; nothing to compare it with.
+    if (endedAt >= kill.issuedAt) return undefined;
+    for (const later of okSends.values()) {
+      if (later.op.startedAt <= endedAt || later.op.endedAt >= kill.issuedAt) continue;
+      if ((lastDeliveryStart.get(`${later.room}|${later.id}|${later.text}`) ?? -Infinity) > kill.restartedAt) {
+        return ` (not a lost AOF tail: ${later.text.slice(0, 40)}, acknowledged after it and before the kill at ${Math.round(kill.issuedAt)} ms, survived that kill)`;
+      }
+    }
+    return undefined;
+  };
+  const undone = (description: string, startedAt: number, endedAt: number, seenBy: number, count: () => void) => {
+    const why = unexplained(startedAt, endedAt, seenBy);
+    if (why === undefined) {
+      undoneByKill++;
+      if (undoneByKillExamples.length < 10) undoneByKillExamples.push(description);
+    } else {
+      count();
+      violate(description + why);
+    }
+  };
+
   let idsReused = 0;
   for (const [key, list] of deliveries) {
-    if (new Set(list.map((d) => d.text)).size > 1) {
-      idsReused++;
-      violate(`id ${key} delivered for ${new Set(list.map((d) => d.text)).size} different messages`);
+    const texts = [...new Set(list.map((d) => d.text))];
+    if (texts.length > 1) {
+      // The first message minted under the id was undone, so it could be minted again: by
+      // the time the second one was delivered.
+      const [room] = key.split("|");
+      const first = okSends.get(`${room}|${parseText(texts[0]!)?.seat}|${texts[0]}`);
+      const secondSeen = list.find((d) => d.text !== texts[0])!.endedAt;
+      undone(`id ${key} delivered for ${texts.length} different messages`, first?.op.startedAt ?? -Infinity, first?.op.endedAt ?? Infinity, secondSeen, () => idsReused++);
     }
   }
-  const acks = new Map<string, { endedAt: number; texts: Set<string> }[]>();
+  // A send stored twice: the copy delivered first was undone by a kill with its idempotency
+  // record, and a retry of the same key stored it again.
+  let duplicates = 0;
+  const firstAttempt = new Map<string, number>();
+  for (const op of ops.filter((o) => o.kind === "send")) {
+    const key = `${op.room}|${op.seat}|${op.text}`;
+    if (!firstAttempt.has(key)) firstAttempt.set(key, op.startedAt);
+  }
+  for (const [textKey, ids] of idsByText) {
+    if (ids.size < 2) continue;
+    const [room, , ...rest] = textKey.split("|");
+    const text = rest.join("|");
+    const firstSeen = (id: string) => Math.min(...(deliveries.get(`${room}|${id}`) ?? []).filter((d) => d.text === text).map((d) => d.endedAt));
+    const copies = [...ids].sort((x, y) => firstSeen(x) - firstSeen(y));
+    for (let i = 0; i + 1 < copies.length; i++) {
+      const description = `one send stored ${ids.size} times: ${textKey.slice(0, 80)} as ${copies.join(",")}`;
+      undone(description, firstAttempt.get(textKey) ?? -Infinity, firstSeen(copies[i]!), firstSeen(copies[i + 1]!), () => duplicates++);
+    }
+  }
+
+  const acks = new Map<string, { startedAt: number; endedAt: number; texts: Set<string> }[]>();
   for (const op of ops.filter((o) => o.kind === "ack")) {
     for (const id of op.ids ?? []) {
       const key = `${op.room}|${id}`;
       if (!received.has(key)) violate(`ack of ${id} in ${op.room}, never received`);
       if (op.outcome !== "ok") continue;
       const texts = new Set((deliveries.get(key) ?? []).filter((d) => d.endedAt <= op.startedAt).map((d) => d.text));
-      acks.set(key, [...(acks.get(key) ?? []), { endedAt: op.endedAt, texts }]);
+      acks.set(key, [...(acks.get(key) ?? []), { startedAt: op.startedAt, endedAt: op.endedAt, texts }]);
     }
   }
   let redeliveredAfterAck = 0;
   for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
     for (const message of op.messages ?? []) {
-      const undone = (acks.get(`${op.room}|${message.id}`) ?? []).find((ack) => ack.endedAt < op.startedAt && ack.texts.has(message.text));
-      if (undone) {
-        redeliveredAfterAck++;
-        violate(`id ${message.id} in ${op.room} delivered by a recv started ${Math.round(op.startedAt - undone.endedAt)} ms after its ack`);
+      const ack = (acks.get(`${op.room}|${message.id}`) ?? []).find((a) => a.endedAt < op.startedAt && a.texts.has(message.text));
+      if (ack) {
+        undone(`id ${message.id} in ${op.room} delivered by a recv started ${Math.round(op.startedAt - ack.endedAt)} ms after its ack`, ack.startedAt, ack.endedAt, op.endedAt, () => redeliveredAfterAck++);
       }
     }
   }
 
   // ---- loss ----------------------------------------------------------------------------
   let lost = 0;
-  for (const [key, sent] of okSendIds) {
+  for (const sent of okSends.values()) {
+    const key = `${sent.room}|${sent.id}`;
     if (receivedTexts.has(`${key}|${sent.text}`) || options.endedRooms?.has(sent.room)) continue;
+    const description = `acknowledged send ${key} (${sent.text.slice(0, 60)}) never received`;
+    // Its id had been minted before for a message delivered before a kill undid it, and the
+    // ack meant for that one, repeated after the restart, deleted this one.
+    const earlier = (deliveries.get(key) ?? []).filter(
+      (d) => d.text !== sent.text && d.endedAt < sent.op.endedAt && kills.some((k) => k.issuedAt > d.startedAt && k.issuedAt < sent.op.endedAt),
+    );
+    const staleAck = (acks.get(key) ?? []).find((a) => a.startedAt > sent.op.startedAt && !a.texts.has(sent.text) && earlier.some((d) => a.texts.has(d.text)));
+    if (staleAck) {
+      lost++;
+      undoneByKill++;
+      if (undoneByKillExamples.length < 10) undoneByKillExamples.push(`${description}: deleted by an ack of its id meant for an earlier message a kill undid`);
+      continue;
+    }
+    undone(description, sent.op.startedAt, sent.op.endedAt, Infinity, () => {});
     lost++;
-    violate(`acknowledged send ${key} (${sent.text.slice(0, 60)}) never received`);
   }
 
   // ---- hung requests and unknowns --------------------------------------------------------
@@ -230,8 +327,10 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
 
   return {
     violations,
-    acknowledgedSends: okSendIds.size,
+    acknowledgedSends: okSends.size,
     lost,
+    undoneByKill,
+    undoneByKillExamples,
     duplicates,
     redeliveredAfterAck,
     idsReused,

@@ -1,0 +1,110 @@
+// The history checker (test/support/history.ts) on small hand-made histories: what it counts
+// when Redis loses the tail of its writes, and when a kill explains an undone write.
+import { checkHistory, History, messageText, type Operation } from "../support/history";
+
+const ROOM = "R";
+const text = (seq: number) => messageText(ROOM, "a", seq);
+
+function build(steps: (Partial<Operation> & Pick<Operation, "kind" | "startedAt" | "endedAt">)[]): History {
+  const history = new History();
+  for (const step of steps) history.record({ room: ROOM, seat: "a", outcome: "ok", status: 200, ...step } as Operation);
+  return history;
+}
+const send = (seq: number, id: string, startedAt: number) => ({ kind: "send" as const, text: text(seq), idempotencyKey: `k-a-${seq}`, id, startedAt, endedAt: startedAt + 5 });
+const recv = (startedAt: number, ...messages: [string, number][]) => ({
+  kind: "recv" as const,
+  seat: "b" as const,
+  startedAt,
+  endedAt: startedAt + 5,
+  messages: messages.map(([id, seq]) => ({ id, from: "a", text: text(seq) })),
+});
+const ack = (startedAt: number, ...ids: string[]) => ({ kind: "ack" as const, seat: "b" as const, ids, startedAt, endedAt: startedAt + 5 });
+// Redis killed at 1000, answering again at 1300.
+const kills = [{ issuedAt: 1000, restartedAt: 1300 }];
+
+describe("a lost write whose id is minted again for the next message", () => {
+  // Send 0 acknowledged as id 1 at 900, lost by the kill at 1000; send 1 gets id 1 again.
+  const history = build([send(0, "1", 900), send(1, "1", 1400), recv(1500, ["1", 1]), ack(1600, "1")]);
+
+  it("counts both sends as acknowledged and the first as lost (not 1 of 2 acknowledged, none lost)", () => {
+    const result = checkHistory(history);
+    expect(result.acknowledgedSends).toBe(2);
+    expect(result.lost).toBe(1);
+    expect(result.violations).toEqual([`acknowledged send R|1 (${text(0)}) never received`]);
+  });
+
+  it("is explained when a Redis kill came after it", () => {
+    const result = checkHistory(history, { kills });
+    expect(result.violations).toEqual([]);
+    expect(result.lost).toBe(1);
+    expect(result.undoneByKill).toBe(1);
+  });
+
+  it("is not explained by a kill that came before it", () => {
+    const result = checkHistory(history, { kills: [{ issuedAt: 500, restartedAt: 800 }] });
+    expect(result.violations).toEqual([`acknowledged send R|1 (${text(0)}) never received (no Redis kill came between it and the sign that it was undone)`]);
+  });
+});
+
+it("a loss that is not a tail of Redis's writes is a violation: a later write survived the kill", () => {
+  // Send 0 (id 1) lost, but send 1 (id 2), acknowledged after it and before the kill, is
+  // delivered after the restart: the kill lost no tail reaching back to send 0.
+  const history = build([send(0, "1", 900), send(1, "2", 950), recv(1400, ["2", 1]), ack(1500, "2")]);
+  const result = checkHistory(history, { kills });
+  expect(result.lost).toBe(1);
+  expect(result.undoneByKill).toBe(0);
+  expect(result.violations).toHaveLength(1);
+  expect(result.violations[0]).toContain("not a lost AOF tail");
+});
+
+describe("a message delivered again after its ack", () => {
+  const history = build([send(0, "1", 100), recv(200, ["1", 0]), ack(900, "1"), recv(1400, ["1", 0]), ack(1500, "1")]);
+
+  it("is a violation without kills", () => {
+    const result = checkHistory(history);
+    expect(result.redeliveredAfterAck).toBe(1);
+    expect(result.violations).toHaveLength(1);
+  });
+
+  it("is explained by a kill after the ack (the ack was in the lost tail)", () => {
+    const result = checkHistory(history, { kills });
+    expect(result.redeliveredAfterAck).toBe(0);
+    expect(result.undoneByKill).toBe(1);
+    expect(result.violations).toEqual([]);
+  });
+});
+
+it("a message deleted by the ack of its id meant for an earlier message that a kill undid is explained, and only then", () => {
+  // Send 0 (id 1) delivered at 920 and lost by the kill; its ack, repeated after the restart
+  // at 1500, deletes send 1, which got id 1 again at 1400.
+  const steps = [send(0, "1", 900), recv(920, ["1", 0]), ack(990, "1"), send(1, "1", 1400), ack(1500, "1"), send(2, "2", 1600), recv(1700, ["2", 2])];
+  const result = checkHistory(build(steps), { kills });
+  expect(result.lost).toBe(1);
+  expect(result.violations).toEqual([]);
+  expect(result.undoneByKillExamples.join()).toContain("deleted by an ack of its id");
+  // Without the kill, the same history is a loss.
+  expect(checkHistory(build(steps)).violations).toEqual([`acknowledged send R|1 (${text(1)}) never received`]);
+});
+
+it("an id delivered for two messages is explained only when a kill came after the first was sent", () => {
+  const history = build([send(0, "1", 900), recv(920, ["1", 0]), send(1, "1", 1400), recv(1500, ["1", 1]), ack(1600, "1")]);
+  expect(checkHistory(history).idsReused).toBe(1);
+  const result = checkHistory(history, { kills });
+  expect(result.idsReused).toBe(0);
+  expect(result.violations).toEqual([]);
+  // A kill after the second was delivered explains nothing.
+  expect(checkHistory(history, { kills: [{ issuedAt: 2000, restartedAt: 2300 }] }).idsReused).toBe(1);
+  expect(checkHistory(history, { kills: [{ issuedAt: 500, restartedAt: 800 }] }).idsReused).toBe(1);
+});
+
+it("a send stored twice is explained only when a kill undid the first copy before the second", () => {
+  // Send 0's first attempt (no answer) stored it as id 1, delivered at 920; the kill lost it
+  // with its idempotency record, and the retry after the restart stored it as id 2.
+  const unknown = { ...send(0, "", 900), id: undefined, outcome: "unknown" as const, status: 0, endedAt: 980 };
+  const steps = [unknown, recv(920, ["1", 0]), { ...send(0, "2", 1400) }, recv(1500, ["2", 0]), ack(1600, "2")];
+  expect(checkHistory(build(steps)).duplicates).toBe(1);
+  const result = checkHistory(build(steps), { kills });
+  expect(result.duplicates).toBe(0);
+  expect(result.violations).toEqual([]);
+  expect(checkHistory(build(steps), { kills: [{ issuedAt: 2000, restartedAt: 2300 }] }).duplicates).toBe(1);
+});
