@@ -45,10 +45,41 @@ export interface Operation {
   ids?: string[];
 }
 
+/**
+ * The event loop's own stalls, on the history's clock: a timer that should tick every
+ * tickMs, and how late each tick came. On a machine this loaded (two cores, relays, Redis
+ * and clients in one process), a stall delays every timer and socket read, the relay's
+ * timeouts included. "Hung" means a request waited on something past its bound; time the
+ * process was not given to run is not that, and is allowed for.
+ */
+export class StallClock {
+  private readonly stalls: { start: number; end: number }[] = [];
+  private last: number;
+
+  constructor(private readonly now: () => number, private readonly tickMs = 20) {
+    this.last = now();
+    setInterval(() => {
+      const at = now();
+      // A tick more than 10 ms late: the loop was held for the lateness.
+      if (at - this.last > tickMs + 10) this.stalls.push({ start: this.last + tickMs, end: at });
+      this.last = at;
+    }, tickMs).unref();
+  }
+
+  /** Milliseconds of stall between start and end. */
+  within(start: number, end: number): number {
+    let total = 0;
+    for (const stall of this.stalls) total += Math.max(0, Math.min(end, stall.end) - Math.max(start, stall.start));
+    return total;
+  }
+}
+
 /** Thread-safe enough for one event loop: operations are appended as they complete. */
 export class History {
   readonly operations: Operation[] = [];
   private readonly epoch = performance.now();
+  /** Stalls of this process's event loop, to tell a hung request from a starved machine. */
+  readonly stalls = new StallClock(() => this.now());
 
   now(): number {
     return performance.now() - this.epoch;
@@ -107,7 +138,7 @@ export interface CheckResult {
 export interface CheckOptions {
   /** Rooms that ended (closed with force, expired) before being drained: loss is allowed there. */
   endedRooms?: Set<string>;
-  /** A request slower than its wait plus this is counted as hung. */
+  /** A request slower than its wait plus this (plus the event loop's stalls meanwhile) is counted as hung. */
   hungMarginMs?: number;
   /**
    * Redis kills (history times: signal sent, Redis answering again) where Redis may lose the
@@ -315,12 +346,12 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   }
 
   // ---- hung requests and unknowns --------------------------------------------------------
-  const hungOps = ops.filter((op) => op.endedAt - op.startedAt > (op.waitMs ?? 0) + margin);
+  const hungOps = ops.filter((op) => isHung(history, op, margin));
   const hung = hungOps.length;
   const hungExamples = hungOps
     .sort((x, y) => y.endedAt - y.startedAt - (x.endedAt - x.startedAt))
     .slice(0, 10)
-    .map((op) => `${op.kind} ${op.status}${op.error ? ` ${op.error}` : ""} ${Math.round(op.endedAt - op.startedAt)}ms wait ${op.waitMs ?? 0} at ${Math.round(op.startedAt)}`);
+    .map((op) => `${op.kind} ${op.status}${op.error ? ` ${op.error}` : ""} ${Math.round(op.endedAt - op.startedAt)}ms wait ${op.waitMs ?? 0} at ${Math.round(op.startedAt)} (event loop stalled ${Math.round(history.stalls.within(op.startedAt, op.endedAt))}ms meanwhile)`);
   const unknownSends = ops.filter((o) => o.kind === "send" && o.outcome === "unknown");
   const resolvedKeys = new Set([...idsByKey.keys()]);
   const unknownResolved = unknownSends.filter((o) => o.idempotencyKey !== undefined && resolvedKeys.has(`${o.room}|${o.seat}|${o.idempotencyKey}`)).length;
@@ -340,4 +371,12 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     unknownResolved,
     operations: ops.length,
   };
+}
+
+/**
+ * Whether a request took longer than its wait plus margin, not counting the time this
+ * process's event loop was stalled meanwhile (see StallClock).
+ */
+export function isHung(history: History, op: Pick<Operation, "startedAt" | "endedAt" | "waitMs">, margin = 2000): boolean {
+  return op.endedAt - op.startedAt - history.stalls.within(op.startedAt, op.endedAt) > (op.waitMs ?? 0) + margin;
 }

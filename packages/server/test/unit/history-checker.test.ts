@@ -1,6 +1,6 @@
 // The history checker (test/support/history.ts) on small hand-made histories: what it counts
 // when Redis loses the tail of its writes, and when a kill explains an undone write.
-import { checkHistory, History, messageText, type Operation } from "../support/history";
+import { checkHistory, History, isHung, messageText, type Operation } from "../support/history";
 
 const ROOM = "R";
 const text = (seq: number) => messageText(ROOM, "a", seq);
@@ -107,4 +107,33 @@ it("a send stored twice is explained only when a kill undid the first copy befor
   expect(result.duplicates).toBe(0);
   expect(result.violations).toEqual([]);
   expect(checkHistory(build(steps), { kills: [{ issuedAt: 2000, restartedAt: 2300 }] }).duplicates).toBe(1);
+});
+
+describe("a hung request and a starved machine", () => {
+  const busy = (ms: number) => {
+    for (const end = performance.now() + ms; performance.now() < end; );
+  };
+  const tick = () => new Promise((resolve) => setTimeout(resolve, 60));
+
+  it("does not count the time the event loop was held as the request's own", async () => {
+    const history = new History();
+    await tick();
+    const startedAt = history.now();
+    busy(600); // the loop is held: no timer, no socket read, no relay timeout can run
+    await tick();
+    const endedAt = history.now();
+    expect(history.stalls.within(startedAt, endedAt)).toBeGreaterThan(500);
+    // 600 ms over a 0 ms margin, all of it stall: not hung.
+    expect(isHung(history, { startedAt, endedAt }, 100)).toBe(false);
+  });
+
+  it("still counts a request that waited with the loop free", async () => {
+    const history = new History();
+    await tick();
+    const startedAt = history.now();
+    await new Promise((resolve) => setTimeout(resolve, 400)); // waiting, loop free
+    const endedAt = history.now();
+    expect(history.stalls.within(startedAt, endedAt)).toBeLessThan(100);
+    expect(isHung(history, { startedAt, endedAt }, 100)).toBe(true);
+  });
 });
