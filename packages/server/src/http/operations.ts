@@ -14,7 +14,7 @@ import {
 } from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { RelayMetrics } from "../metrics.js";
-import type { WaitingRecvs } from "../realtime/wait-for-messages.js";
+import type { GoneSignal, WaitingRecvs } from "../realtime/wait-for-messages.js";
 import { digestText } from "../store/credentials.js";
 import type { RoomStore, StoreTally } from "../store/room-store.js";
 import { E2E_NOTE, renderShareBlock } from "./join-page.js";
@@ -34,7 +34,7 @@ export interface OperationContext {
   /** The relay's public base URL, for join addresses and the share block. */
   baseUrl: string;
   /** Aborted when the caller went away or cancelled: a waiting recv stops waiting. */
-  signal?: AbortSignal;
+  signal?: GoneSignal;
   /** Told when a recv starts waiting and every few seconds after (MCP progress notifications). */
   onWaiting?: (waitedMs: number, waitMs: number) => void;
 }
@@ -47,7 +47,7 @@ const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 /** How often a waiting recv reports progress to a caller that asked for it. */
 const PROGRESS_EVERY_MS = 5_000;
 /** A signal nobody aborts, for callers that cannot go away mid-call. */
-const NEVER = new AbortController().signal;
+const NEVER: GoneSignal = { aborted: false, addEventListener: () => undefined, removeEventListener: () => undefined };
 
 export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTally }: OperationDeps): Operations {
   return {
