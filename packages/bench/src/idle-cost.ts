@@ -146,6 +146,12 @@ async function main(): Promise<void> {
       redisCpuUsPerSeatPerSecond: ((redisCpuEnd - redisCpuStart) * 1e6) / seats / seconds,
       rssPerSeatKb: (atN.rss - before.rss) / seats / 1024,
       heapPerSeatKb: (atN.heapUsed - before.heapUsed) / seats / 1024,
+      // V8's committed heap: what it holds beyond heapUsed is pages it keeps after the GC
+      // (the young generation grown under the request rate, freed old-space pages).
+      heapTotalPerSeatKb: (atN.heapTotal - before.heapTotal) / seats / 1024,
+      rssMb: atN.rss / 2 ** 20,
+      heapUsedMb: atN.heapUsed / 2 ** 20,
+      heapTotalMb: atN.heapTotal / 2 ** 20,
       env: extraEnv,
     };
     if (latencySamples > 0) {
