@@ -75,6 +75,8 @@ function schedule(waiter: Waiter, timeoutMs: number): number {
   if (!slot) {
     // +1: a Timeout may run a millisecond before Date.now() reaches its time.
     slot = { timer: setTimeout(fireSlot, at - now + 1, at), waiters: new Set() };
+    // The requests that wait keep the process alive; their timers need not.
+    slot.timer.unref();
     slots.set(at, slot);
   }
   slot.waiters.add(waiter);
