@@ -64,6 +64,15 @@ const slots = new Map<number, Slot>();
 function fireSlot(at: number): void {
   const slot = slots.get(at);
   if (!slot) return;
+  // A Timeout counts from the event loop's time when it was set, which lags Date.now() by
+  // however long that turn of the loop had run: it can come early. Early, it waits on, or
+  // each of its recvs would re-read Redis once more before its deadline.
+  const early = at - Date.now();
+  if (early > 0) {
+    slot.timer = setTimeout(fireSlot, early + 1, at);
+    slot.timer.unref();
+    return;
+  }
   slots.delete(at);
   for (const waiter of slot.waiters) waiter.timerFired(at);
 }
@@ -73,7 +82,6 @@ function schedule(waiter: Waiter, timeoutMs: number): number {
   const at = Math.ceil((now + Math.max(timeoutMs, 0)) / SLOT_MS) * SLOT_MS;
   let slot = slots.get(at);
   if (!slot) {
-    // +1: a Timeout may run a millisecond before Date.now() reaches its time.
     slot = { timer: setTimeout(fireSlot, at - now + 1, at), waiters: new Set() };
     // The requests that wait keep the process alive; their timers need not.
     slot.timer.unref();
