@@ -4,7 +4,9 @@
 // hold one `GET /v1/stream` each; nobody sends. After a settling period, over the window:
 // the node's Redis round trips (INFO commandstats: scripts, PINGs, subscriptions) per seat
 // per minute, the node's CPU per seat (µs/s), Redis's CPU, and RSS per seat (after a full
-// GC, against the same node before the seats connected). Prints one JSON line.
+// GC, against the same node before the seats connected: the median of three readings 10 s
+// apart), and first the node's CPU with no seat (--empty S seconds, default 30), so that the
+// per-seat CPU can be read above the node's fixed cost too. Prints one JSON line.
 //
 // Then, with --latency K, K sends on a second node, each timed to the event on the first
 // node (stream) or to the answer of the recv waiting there (long-poll): p50 / p99 ms.
@@ -34,6 +36,9 @@ const mode = option("mode", "long-poll") as "long-poll" | "stream";
 const seats = Number(option("seats", "1000"));
 const seconds = Number(option("seconds", "60"));
 const settleSeconds = Number(option("settle", "30"));
+// The node's own CPU with no seat at all (its Redis heartbeat, timers), measured first over
+// this many seconds: per-seat CPU is then also given above that fixed cost.
+const emptySeconds = Number(option("empty", "30"));
 const latencySamples = Number(option("latency", "0"));
 
 /** One seat's long-poll loop, until aborted; onMessages sees every non-empty answer. */
@@ -101,6 +106,10 @@ async function main(): Promise<void> {
     const rooms = await inBatches(Math.ceil(seats / 2), 32, () => setup.room());
     const all = rooms.flat().slice(0, seats);
     await sleep(500);
+    const emptyStart = await node.metrics();
+    await sleep(emptySeconds * 1000);
+    const emptyEnd = await node.metrics();
+    const emptyCpuUsPerSecond = emptySeconds > 0 ? (emptyEnd.cpuUserUs + emptyEnd.cpuSystemUs - emptyStart.cpuUserUs - emptyStart.cpuSystemUs) / emptySeconds : Number.NaN;
     const before = await node.metrics({ gc: true });
     let opened = 0;
     for (let i = 0; i < all.length; i += 100) {
@@ -123,6 +132,14 @@ async function main(): Promise<void> {
     const statsEnd = await commandStats(redis.client);
     const redisCpuEnd = await redisCpuSeconds(redis.client);
     const atN = await node.metrics({ gc: true });
+    // RSS moves with the GC's timing (pages freed after a burst of re-polls are returned
+    // later): two more readings, 10 s apart, each after a full GC; the median is reported.
+    const rssReadings = [atN.rss];
+    for (let i = 0; i < 2; i++) {
+      await sleep(10_000);
+      rssReadings.push((await node.metrics({ gc: true })).rss);
+    }
+    const rssPerSeat = rssReadings.map((rss) => (rss - before.rss) / seats / 1024).sort((a, b) => a - b);
     const byCommand: Record<string, number> = {};
     let roundTrips = 0;
     for (const [name, { calls }] of Object.entries(statsEnd)) {
@@ -144,8 +161,17 @@ async function main(): Promise<void> {
       relayCpuUsPerSeatPerSecond: cpuUs / seats / seconds,
       relayCpuShareOfCore: cpuUs / 1e6 / seconds,
       redisCpuUsPerSeatPerSecond: ((redisCpuEnd - redisCpuStart) * 1e6) / seats / seconds,
-      rssPerSeatKb: (atN.rss - before.rss) / seats / 1024,
+      relayCpuUsPerSecondWithNoSeats: emptyCpuUsPerSecond,
+      relayCpuUsPerSeatPerSecondAboveEmptyNode: (cpuUs / seconds - emptyCpuUsPerSecond) / seats,
+      rssPerSeatKb: rssPerSeat[1],
+      rssPerSeatKbReadings: rssPerSeat,
       heapPerSeatKb: (atN.heapUsed - before.heapUsed) / seats / 1024,
+      // V8's committed heap: what it holds beyond heapUsed is pages it keeps after the GC
+      // (the young generation grown under the request rate, freed old-space pages).
+      heapTotalPerSeatKb: (atN.heapTotal - before.heapTotal) / seats / 1024,
+      rssMb: atN.rss / 2 ** 20,
+      heapUsedMb: atN.heapUsed / 2 ** 20,
+      heapTotalMb: atN.heapTotal / 2 ** 20,
       env: extraEnv,
     };
     if (latencySamples > 0) {

@@ -6,6 +6,8 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 export interface NodeMetrics {
   rss: number;
   heapUsed: number;
+  /** V8's committed heap: heapUsed plus the pages it keeps (young generation, freed old-space pages). */
+  heapTotal: number;
   external: number;
   eldP50Ms: number;
   eldP99Ms: number;
@@ -50,6 +52,7 @@ export function reportMetrics(sample: () => Promise<{ waiting: number; connectio
       const metrics: NodeMetrics = {
         rss: memory.rss,
         heapUsed: memory.heapUsed,
+        heapTotal: memory.heapTotal,
         external: memory.external,
         eldP50Ms: delay(eld.percentile(50)),
         eldP99Ms: delay(eld.percentile(99)),

@@ -14,9 +14,9 @@ import {
 } from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { RelayMetrics } from "../metrics.js";
-import type { WaitingRecvs } from "../realtime/wait-for-messages.js";
+import type { GoneSignal, WaitingRecvs } from "../realtime/wait-for-messages.js";
 import { digestText } from "../store/credentials.js";
-import type { RoomStore, StoreTally } from "../store/room-store.js";
+import type { InboxSnapshot, RoomStore, StoreTally } from "../store/room-store.js";
 import { E2E_NOTE, renderShareBlock } from "./join-page.js";
 
 export interface OperationDeps {
@@ -34,7 +34,7 @@ export interface OperationContext {
   /** The relay's public base URL, for join addresses and the share block. */
   baseUrl: string;
   /** Aborted when the caller went away or cancelled: a waiting recv stops waiting. */
-  signal?: AbortSignal;
+  signal?: GoneSignal;
   /** Told when a recv starts waiting and every few seconds after (MCP progress notifications). */
   onWaiting?: (waitedMs: number, waitMs: number) => void;
 }
@@ -47,7 +47,8 @@ const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 /** How often a waiting recv reports progress to a caller that asked for it. */
 const PROGRESS_EVERY_MS = 5_000;
 /** A signal nobody aborts, for callers that cannot go away mid-call. */
-const NEVER = new AbortController().signal;
+const messagesOf = (snapshot: InboxSnapshot | undefined) => snapshot && { messages: snapshot.messages };
+const NEVER: GoneSignal = { aborted: false, addEventListener: () => undefined, removeEventListener: () => undefined };
 
 export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTally }: OperationDeps): Operations {
   return {
@@ -97,15 +98,15 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
 
     async recv(query, { tokenHash, signal, onWaiting }) {
       const waitMs = query.wait ?? MAX_WAIT_MS;
-      let timer: NodeJS.Timeout | undefined;
-      if (onWaiting) {
-        const started = Date.now();
-        onWaiting(0, waitMs);
-        timer = setInterval(() => onWaiting(Date.now() - started, waitMs), PROGRESS_EVERY_MS);
-      }
+      const waiting = waitingRecvs.waitForMessages({ code: query.code, tokenHash }, { waitMs, recheckMs: wakeRecheckMs, signal: signal ?? NEVER });
+      // Without progress reports, this call's frame is not kept for the wait: the answer is
+      // made by a shared function when the wait ends.
+      if (!onWaiting) return waiting.then(messagesOf);
+      const started = Date.now();
+      onWaiting(0, waitMs);
+      const timer = setInterval(() => onWaiting(Date.now() - started, waitMs), PROGRESS_EVERY_MS);
       try {
-        const snapshot = await waitingRecvs.waitForMessages({ code: query.code, tokenHash }, { waitMs, recheckMs: wakeRecheckMs, signal: signal ?? NEVER });
-        return snapshot && { messages: snapshot.messages };
+        return messagesOf(await waiting);
       } finally {
         clearInterval(timer);
       }

@@ -6,6 +6,7 @@ import { ENDPOINTS, OPERATION_IDS, type EndpointSpec, type OperationId } from "@
 import { seatTokenHash } from "./auth.js";
 import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
+import { ClientGone } from "../realtime/wait-for-messages.js";
 import { parseInput } from "./validate.js";
 
 export interface RoomRouteDeps {
@@ -49,11 +50,11 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
       // GETs may wait (recv): 'close' on the response before it finished means the client went
       // away, so free the wait. After a finished answer there is nothing to free, and abort()
       // would only build an AbortError (a DOMException with a stack) per call for nobody.
-      let signal: AbortSignal | undefined;
+      // ClientGone rather than an AbortController: a waiting recv holds it for its whole wait.
+      let signal: ClientGone | undefined;
       if (spec.method === "GET") {
-        const abandoned = new AbortController();
-        signal = abandoned.signal;
-        res.once("close", () => {
+        const abandoned = (signal = new ClientGone());
+        res.on("close", () => {
           if (!res.writableFinished) abandoned.abort();
         });
       }

@@ -6,28 +6,36 @@ import { Router, type Request, type Response } from "express";
 import { StreamQuery, type Message, type RoomEnding, type StreamEndReason } from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { OpenStreams, StreamSink } from "../realtime/streams.js";
+import { ClientGone } from "../realtime/wait-for-messages.js";
 import { seatTokenHash } from "./auth.js";
 import { parseInput } from "./validate.js";
 
-function sseSink(res: Response): StreamSink {
-  return {
-    message: (m: Message) => void res.write(`id: ${m.id}\nevent: message\ndata: ${JSON.stringify({ id: m.id, from: m.from, text: m.text })}\n\n`),
-    heartbeat: () => void res.write(": hb\n\n"),
-    end: (reason: StreamEndReason, ended?: RoomEnding) => {
-      if (!res.writableEnded) res.end(`event: end\ndata: ${JSON.stringify(ended ? { reason, ended } : { reason })}\n\n`);
-    },
-  };
+// The sinks are classes, so that an open stream holds one small object and no closures.
+class SseSink implements StreamSink {
+  constructor(private readonly res: Response) {}
+  message(m: Message): void {
+    this.res.write(`id: ${m.id}\nevent: message\ndata: ${JSON.stringify({ id: m.id, from: m.from, text: m.text })}\n\n`);
+  }
+  heartbeat(): void {
+    this.res.write(": hb\n\n");
+  }
+  end(reason: StreamEndReason, ended?: RoomEnding): void {
+    if (!this.res.writableEnded) this.res.end(`event: end\ndata: ${JSON.stringify(ended ? { reason, ended } : { reason })}\n\n`);
+  }
 }
 
-function ndjsonSink(res: Response): StreamSink {
-  return {
-    message: (m: Message) => void res.write(`${JSON.stringify({ event: "message", id: m.id, from: m.from, text: m.text })}\n`),
-    // A space is JSON whitespace: bytes for the proxies, and no line for a tool that wakes on each one.
-    heartbeat: () => void res.write(" "),
-    end: (reason: StreamEndReason, ended?: RoomEnding) => {
-      if (!res.writableEnded) res.end(`${JSON.stringify(ended ? { event: "end", reason, ended } : { event: "end", reason })}\n`);
-    },
-  };
+class NdjsonSink implements StreamSink {
+  constructor(private readonly res: Response) {}
+  message(m: Message): void {
+    this.res.write(`${JSON.stringify({ event: "message", id: m.id, from: m.from, text: m.text })}\n`);
+  }
+  // A space is JSON whitespace: bytes for the proxies, and no line for a tool that wakes on each one.
+  heartbeat(): void {
+    this.res.write(" ");
+  }
+  end(reason: StreamEndReason, ended?: RoomEnding): void {
+    if (!this.res.writableEnded) this.res.end(`${JSON.stringify(ended ? { event: "end", reason, ended } : { event: "end", reason })}\n`);
+  }
 }
 
 /** Last-Event-ID (what EventSource sends on reconnect) or ?after: the id to resume after. */
@@ -43,8 +51,9 @@ export function streamRoute(streams: OpenStreams): Router {
   const router = Router();
   router.get("/v1/stream", async (req, res, next) => {
     // 'close' before the stream ended means the client went away: free the stream.
-    const abandoned = new AbortController();
-    res.once("close", () => abandoned.abort());
+    // (on, not once: once wraps the listener in a bound function and a state object.)
+    const abandoned = new ClientGone();
+    res.on("close", () => abandoned.abort());
     let prepared;
     let after;
     let format;
@@ -58,7 +67,7 @@ export function streamRoute(streams: OpenStreams): Router {
     } catch (error) {
       return next(error);
     }
-    if (abandoned.signal.aborted) return void prepared.stopWatching();
+    if (abandoned.aborted) return void prepared.stopWatching();
     res.status(200);
     res.set({
       "content-type": format === "ndjson" ? "application/x-ndjson; charset=utf-8" : "text/event-stream; charset=utf-8",
@@ -72,9 +81,9 @@ export function streamRoute(streams: OpenStreams): Router {
     // A first byte at once: the client knows the stream is up and not held by a buffering
     // proxy (SSE: a comment; NDJSON: a space, JSON whitespace that makes no line).
     res.write(format === "sse" ? ": duet stream\n\n" : " ");
-    const sink = format === "ndjson" ? ndjsonSink(res) : sseSink(res);
+    const sink = format === "ndjson" ? new NdjsonSink(res) : new SseSink(res);
     try {
-      await streams.serve(prepared, after, sink, abandoned.signal);
+      await streams.serve(prepared, after, sink, abandoned);
     } catch {
       // Past the first byte there is no error answer: the stream just ends, and the client reconnects.
     } finally {

@@ -87,6 +87,9 @@ export class RedisWakeupBus implements WakeupBus {
     }
     subscription.listeners.add(listener);
     const stop = () => this.unwatch(channel, subscription, listener);
+    // A confirmed subscription (the common case: the channel lingers between recvs) has
+    // nothing to wait for.
+    if (subscription.live) return stop;
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
@@ -107,6 +110,8 @@ export class RedisWakeupBus implements WakeupBus {
       throw unavailable;
     } finally {
       clearTimeout(timer);
+      // stop shares this scope: a waiter holding it for its whole wait must not hold the Timeout too.
+      timer = undefined;
     }
     return stop;
   }

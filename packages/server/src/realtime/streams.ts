@@ -10,7 +10,9 @@
 import type { Message, RoomEnding, StreamEndReason } from "@duet/protocol";
 import { ApiError } from "../errors.js";
 import type { InboxSnapshot, RoomStore, SeatCredentials } from "../store/room-store.js";
-import { Waiter } from "./wait-for-messages.js";
+import { Waiter, type GoneSignal } from "./wait-for-messages.js";
+
+const noop = (): void => undefined;
 
 /** Proxies close a silent connection after 60 s (nginx's default read timeout): 20 s is well inside. */
 export const HEARTBEAT_MS = 20_000;
@@ -83,23 +85,23 @@ export class OpenStreams {
    */
   async open(seat: SeatCredentials): Promise<PreparedStream> {
     let snapshot: InboxSnapshot | undefined;
-    // Wake-ups for the caller's inbox (every one until a read has told the seat).
-    const waiter = new Waiter((event) => snapshot === undefined || event === snapshot.seat);
-    const listen = async () => {
-      try {
-        return { stop: await this.store.wakeups.watch(seat.code, waiter.onEvent), subscribed: true };
-      } catch {
-        return { stop: () => {}, subscribed: false };
-      }
-    };
     if (!this.store.wakeups.isListening(seat.code)) snapshot = await this.store.readInbox(seat, true);
-    const { stop, subscribed } = await listen();
+    // Wake-ups for the caller's inbox (every one until a read has told the seat).
+    const waiter = new Waiter(snapshot?.seat);
+    let stop = noop;
+    let subscribed = true;
+    try {
+      stop = await this.store.wakeups.watch(seat.code, waiter.onEvent);
+    } catch {
+      subscribed = false;
+    }
     try {
       snapshot = await this.store.readInbox(seat, snapshot === undefined);
     } catch (error) {
       stop();
       throw error;
     }
+    waiter.concern = snapshot.seat;
     return { seat, first: snapshot, waiter, stopWatching: stop, subscribed };
   }
 
@@ -108,7 +110,7 @@ export class OpenStreams {
    * then each new message. Resolves when the stream is over (ended, or the client went
    * away: signal).
    */
-  async serve(prepared: PreparedStream, after: number, sink: StreamSink, signal: AbortSignal): Promise<void> {
+  async serve(prepared: PreparedStream, after: number, sink: StreamSink, signal: GoneSignal): Promise<void> {
     const { seat, waiter, subscribed } = prepared;
     if (this.draining) {
       prepared.stopWatching();
@@ -116,8 +118,7 @@ export class OpenStreams {
     }
     let lastSent = after;
     const stream: OpenStream = { seatKey: `${seat.code}:${seat.tokenHash}`, sink, waiter, ended: false };
-    const onAbort = () => waiter.fire("aborted");
-    signal.addEventListener("abort", onAbort);
+    signal.addEventListener("abort", waiter.onGone);
     this.add(stream);
     try {
       let current: InboxSnapshot | undefined = prepared.first;
@@ -140,7 +141,7 @@ export class OpenStreams {
         current = await this.read(seat, stream, reason === "timer");
       }
     } finally {
-      signal.removeEventListener("abort", onAbort);
+      signal.removeEventListener("abort", waiter.onGone);
       prepared.stopWatching();
       this.remove(stream);
     }

@@ -1,0 +1,77 @@
+// The waiter's pieces that replaced per-request objects: the one-listener ClientGone (for
+// an AbortController) and the shared timer slots (for one Timeout per waiter). Order and
+// bookkeeping only: no assertion on how long anything took.
+import { ClientGone, Waiter, pendingTimerSlots } from "../../src/realtime/wait-for-messages";
+
+describe("ClientGone", () => {
+  it("runs each listener once, in abort(), and not the removed ones", () => {
+    const gone = new ClientGone();
+    const calls: string[] = [];
+    const first = () => calls.push("first");
+    const second = () => calls.push("second");
+    const removed = () => calls.push("removed");
+    gone.addEventListener("abort", first);
+    gone.addEventListener("abort", removed);
+    gone.addEventListener("abort", second);
+    gone.removeEventListener("abort", removed);
+    expect(gone.aborted).toBe(false);
+    gone.abort();
+    gone.abort();
+    expect(gone.aborted).toBe(true);
+    expect(calls).toEqual(["first", "second"]);
+  });
+
+  it("does not keep a listener added after the abort", () => {
+    const gone = new ClientGone();
+    gone.abort();
+    const listener = jest.fn();
+    gone.addEventListener("abort", listener);
+    expect(listener).not.toHaveBeenCalled();
+  });
+});
+
+describe("Waiter", () => {
+  it("answers 'timer' from its slot, and a slot nobody waits in any more is cleared", async () => {
+    const slotsBefore = pendingTimerSlots();
+    const timed = new Waiter();
+    const reason = timed.next(1);
+    expect(pendingTimerSlots()).toBe(slotsBefore + 1);
+    await expect(reason).resolves.toBe("timer");
+    expect(pendingTimerSlots()).toBe(slotsBefore);
+
+    // Woken before its timer: the timer's slot goes with it.
+    const woken = new Waiter();
+    const waiting = woken.next(60_000);
+    expect(pendingTimerSlots()).toBe(slotsBefore + 1);
+    woken.onEvent("resync");
+    await expect(waiting).resolves.toBe("wake");
+    expect(pendingTimerSlots()).toBe(slotsBefore);
+  });
+
+  it("keeps a wake-up that came between two waits, and only the events it is concerned with", async () => {
+    const waiter = new Waiter("a");
+    waiter.onEvent("b");
+    waiter.onEvent("joined");
+    const quiet = waiter.next(60_000);
+    waiter.onEvent("a");
+    await expect(quiet).resolves.toBe("wake");
+    waiter.onEvent("closed");
+    await expect(waiter.next(60_000)).resolves.toBe("wake");
+    waiter.fire("aborted");
+    await expect(waiter.next(60_000)).resolves.toBe("aborted");
+    expect(pendingTimerSlots()).toBe(0);
+  });
+
+  it("waits for every event while it has no concern yet; slots go when their waiters do", async () => {
+    const one = new Waiter();
+    const two = new Waiter();
+    const first = one.next(60_000);
+    const second = two.next(60_000);
+    expect(pendingTimerSlots()).toBeLessThanOrEqual(2);
+    one.onEvent("b");
+    two.fire("drained");
+    await expect(first).resolves.toBe("wake");
+    await expect(second).resolves.toBe("drained");
+    expect(pendingTimerSlots()).toBe(0);
+  });
+});
