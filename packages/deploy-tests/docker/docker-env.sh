@@ -5,8 +5,13 @@
 #
 #   docker-env.sh ensure   engine (docker.io installed when missing, dockerd started when
 #                          nothing answers), the compose plugin, the stand-in images
-#   docker-env.sh stop     stops the dockerd that `ensure` started (by its PID), nothing else
+#   docker-env.sh stop     stops the dockerd that `ensure` started (by its PID), nothing else,
+#                          once no other run that called `ensure` is still alive
 #   docker-env.sh remove-standins
+#
+# Several runs may share the machine (two `pnpm test` in two clones): `ensure` holds a lock
+# while it installs, starts and builds, and records its caller's PID as a user of the engine
+# it started; `stop` removes its caller and stops that engine only when no live user is left.
 #
 # Each thing it installs, pulls or builds is said in one line; what is already there is used as is.
 # A base image is pulled where Docker Hub answers; only where it cannot be is a stand-in built.
@@ -26,6 +31,11 @@ STANDIN_VERSION=1
 NODE_VERSION=${DUET_STANDIN_NODE:-24.21.0}
 BASE=duet-standin/debian:bookworm
 PIDFILE=/run/duet-test-dockerd.pid
+USERS=/run/duet-test-dockerd.users
+LOCK=/run/duet-test-docker.lock
+# The run this call belongs to: the process that called this script (.ci/run, jest's setup
+# and teardown), unless told.
+OWNER=${DUET_DOCKER_OWNER:-$PPID}
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 say() { printf 'docker-env: %s\n' "$*" >&2; }
@@ -45,7 +55,8 @@ ensure_engine() {
   [ "$(id -u)" = 0 ] || die "the Docker engine does not answer and only root can start it here"
   say "starting dockerd (stopped again after the tests)"
   local log=/var/log/duet-test-dockerd.log
-  setsid dockerd >"$log" 2>&1 </dev/null &
+  # (not holding the lock: fd 9 stays with this script)
+  setsid dockerd >"$log" 2>&1 </dev/null 9>&- &
   echo $! >"$PIDFILE"
   for _ in $(seq 1 60); do engine_answers && return; sleep 0.5; done
   tail -n 20 "$log" >&2
@@ -135,15 +146,29 @@ ensure_simple() { # name dockerfile [extra files...]
   rm -rf "$ctx"
 }
 
+# Live users of the engine we started, less this caller.
+other_users() { [ -f "$USERS" ] || return 0; while read -r u; do [ "$u" != "$OWNER" ] && kill -0 "$u" 2>/dev/null && echo "$u"; done <"$USERS"; return 0; }
+
 case "${1:-}" in
   ensure)
+    exec 9>"$LOCK"
+    flock 9
     ensure_engine
+    if [ -f "$PIDFILE" ]; then { other_users; echo "$OWNER"; } >"$USERS.new" && mv "$USERS.new" "$USERS"; fi
     ensure_compose
     ensure_node
     ensure_simple redis:7-alpine redis.Dockerfile redis-entrypoint.sh
     ensure_simple nginx:1.27-alpine nginx.Dockerfile
     ;;
   stop)
+    exec 9>"$LOCK"
+    flock 9
+    others=$(other_users)
+    if [ -n "$others" ]; then
+      echo "$others" >"$USERS"
+      exit 0
+    fi
+    rm -f "$USERS"
     if [ -f "$PIDFILE" ]; then
       pid=$(cat "$PIDFILE")
       rm -f "$PIDFILE"
