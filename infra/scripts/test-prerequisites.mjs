@@ -52,7 +52,9 @@ const say = (line) => process.stdout.write(`test prerequisites: ${line}\n`);
 
 function aptGet(args) {
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  const run = spawnSync("apt-get", args, { env, encoding: "utf8", stdio: ["ignore", "ignore", "pipe"], timeout: 600_000 });
+  // Another install on the machine (a second test run, unattended upgrades) holds dpkg's
+  // lock for a while: wait for it rather than fail.
+  const run = spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=600", ...args], { env, encoding: "utf8", stdio: ["ignore", "ignore", "pipe"], timeout: 600_000 });
   return { ok: run.status === 0, stderr: run.stderr ?? String(run.error ?? "") };
 }
 

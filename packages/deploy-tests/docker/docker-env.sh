@@ -48,8 +48,8 @@ ensure_engine() {
   if ! command -v dockerd >/dev/null; then
     [ "$(id -u)" = 0 ] || die "no Docker engine: install docker.io (root needed), or run with DUET_COMPOSE_TEST=off"
     say "installing docker.io (Debian) for the compose test"
-    quiet apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive quiet apt-get install -y -qq --no-install-recommends docker.io ca-certificates iptables
+    quiet apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive quiet apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends docker.io ca-certificates iptables
   fi
   if engine_answers; then return; fi
   [ "$(id -u)" = 0 ] || die "the Docker engine does not answer and only root can start it here"
@@ -94,7 +94,7 @@ image_state() {
 ensure_base() {
   docker image inspect "$BASE" >/dev/null 2>&1 && return
   say "making the Debian base for the stand-ins (debootstrap --variant=minbase bookworm, about a minute)"
-  command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive quiet apt-get install -y -qq debootstrap
+  command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive quiet apt-get -o DPkg::Lock::Timeout=600 install -y -qq debootstrap
   local mirror root
   mirror=$(apt-cache policy | awk '/bookworm\/main/ && $2 ~ /^http/ { print $2; exit }')
   mirror=${mirror:-http://deb.debian.org/debian}
