@@ -117,14 +117,18 @@ describe("rolling restart of every node (SIGTERM, one at a time) under traffic",
         ),
       ).finally(() => (trafficDone = true));
       const restartMs: number[] = [];
+      // Each restart, on the history's clock: from SIGTERM to the new node ready.
+      const windows: { node: number; start: number; end: number }[] = [];
       for (let round = 0; round < (SOAK ? 3 : 1); round++) {
         for (let i = 0; i < nodes.length; i++) {
           await sleep(1000);
           const started = Date.now();
+          const start = history.now();
           await nodes[i]!.close(); // SIGTERM, resolves on exit
           nodes[i] = await startTarget("process", env);
           client.baseUrls[i] = nodes[i]!.client.baseUrls[0]!;
           restartMs.push(Date.now() - started);
+          windows.push({ node: i, start, end: history.now() });
         }
       }
       expect(trafficDone).toBe(false);
@@ -133,11 +137,16 @@ describe("rolling restart of every node (SIGTERM, one at a time) under traffic",
 
       const result = checkHistory(history);
       const visible = history.operations.filter((o) => o.outcome !== "ok" && !(o.status === 429 && o.error === "mailbox_full"));
+      const sendsDuring = windows.map(({ node, start, end }) => ({
+        node,
+        acknowledged: history.operations.filter((o) => o.kind === "send" && o.outcome === "ok" && o.startedAt >= start && o.startedAt < end).length,
+      }));
       const figures = {
         restarts: restartMs.length,
         medianRestartMs: median(restartMs),
         operations: result.operations,
         acknowledgedSends: result.acknowledgedSends,
+        acknowledgedSendsDuringEachRestart: sendsDuring.map((w) => w.acknowledged),
         clientVisibleErrors: visible.length,
         callsThatFailedOver: client.failovers,
         emptyRecvs: history.operations.filter((o) => o.kind === "recv" && o.outcome === "ok" && o.messages?.length === 0).length,
@@ -147,10 +156,12 @@ describe("rolling restart of every node (SIGTERM, one at a time) under traffic",
       console.log(`FIGURES rolling-restart ${JSON.stringify(figures)}`);
       expect(visible.map((o) => `${o.kind} ${o.status} ${o.error}`)).toEqual([]);
       expect(result.violations).toEqual([]);
-      // Every send the clients made was acknowledged, and there were many of them.
+      // Every send the clients made was acknowledged.
       const attempted = new Set(history.operations.filter((o) => o.kind === "send").map((o) => o.text)).size;
       expect(result.acknowledgedSends).toBe(attempted);
-      expect(attempted).toBeGreaterThan(rooms.length * 2 * 50);
+      // And the traffic covered every restart: sends were made and acknowledged while each
+      // node was going down and coming back (how many depends on the machine's speed).
+      expect(sendsDuring.filter((w) => w.acknowledged === 0)).toEqual([]);
     } finally {
       await Promise.all(nodes.map((n) => n.close()));
     }
