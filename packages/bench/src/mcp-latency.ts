@@ -4,7 +4,7 @@
 // waiting, timed from the start of the send that wakes it until its answer arrives). Both
 // sides use Node's fetch with keep-alive; MCP through the official SDK client (Client +
 // StreamableHTTPClientTransport), stateless, so each tool call is one POST answered as SSE.
-// Writes results/mcp-latency.md and prints it. `--smoke` runs a few calls only.
+// Writes results/mcp-latency.md and prints it. `--smoke` runs a few calls only and prints one line.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
@@ -102,7 +102,9 @@ ${row("woken recv, MCP tool", samples.mcpWoken)}
     const dir = join(__dirname, "..", "results", ...(smoke ? ["smoke"] : []));
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, "mcp-latency.md"), report);
-    process.stdout.write(report);
+    // The smoke run (part of `pnpm test`) says one line; DUET_FIGURES=1 prints the table.
+    if (smoke && process.env.DUET_FIGURES !== "1") process.stderr.write(`mcp-latency smoke: REST and MCP calls ran (figures: ${join(dir, "mcp-latency.md")}; DUET_FIGURES=1 prints them)\n`);
+    else process.stdout.write(report);
   } finally {
     await mcp.close().catch(() => undefined);
     await duet.stop();
