@@ -8,6 +8,11 @@ interface StateFileContents {
   rooms: Record<string, { code: string; seat: string; token: string }>;
 }
 
+// Each step starts a Node process (the CLI), about 0.3 s on a quiet machine and several
+// seconds when three test runs share two cores; a test makes up to twenty. The timeout only
+// guards against a hang, so it allows for that.
+jest.setTimeout(180_000);
+
 const readState = (dir: string): StateFileContents => JSON.parse(readFileSync(join(dir, "rooms.json"), "utf8")) as StateFileContents;
 const modeOf = (path: string) => statSync(path).mode & 0o777;
 

@@ -10,6 +10,10 @@ import { USER_AGENT } from "@duet/protocol";
 import { runRecipe } from "../support/openssl-recipe";
 import { runCli, startCli, startRedis, startRelay, temporaryDir, type RelayProcess } from "../support/processes";
 
+// Each CLI step starts a Node process: seconds when test runs share two cores. The timeout
+// only guards against a hang (as in cli.e2e.test.ts).
+jest.setTimeout(180_000);
+
 interface StateFile {
   rooms: Record<string, { code: string; seat: string; token: string; e2e?: { key: string; sentSeq: number; recvSeq: number } }>;
 }
