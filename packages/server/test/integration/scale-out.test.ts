@@ -1,5 +1,6 @@
 // Many stateless nodes on one Redis or one Redis Cluster: wake-ups cross nodes, lost
 // wake-ups cannot strand a recv, and a node's Redis connections do not grow with its load.
+import { setMaxListeners } from "node:events";
 import { Redis } from "ioredis";
 import { spawnCluster, spawnRedis, type SpawnedCluster, type SpawnedRedis } from "@duet/testkit";
 import type { TestClient } from "../support/http-client";
@@ -137,11 +138,13 @@ describe("Redis connections per node", () => {
     for (const deadline = Date.now() + 10_000; idle < 2 && Date.now() < deadline; idle = await relayConnections()) await new Promise((r) => setTimeout(r, 100));
     const rooms = await Promise.all(Array.from({ length: 1000 }, () => openRoomWithRetry(client, Date.now() + 60_000)));
     const abort = new AbortController();
+    // 1,000 waiting calls (and their retries) share one abort signal.
+    setMaxListeners(5000, abort.signal);
     const failed: string[] = [];
     const waiting = rooms.map((room) => holdRecv(client, room, abort.signal, failed));
-    // Until all 1,000 rooms' channels are subscribed: every recv is waiting.
+    // Until all 1,000 rooms' channels are subscribed: every recv is waiting (the deadline only guards a hang).
     const subscribed = async () => ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
-    for (const deadline = Date.now() + 30_000; (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0; ) await new Promise((r) => setTimeout(r, 100));
+    for (const deadline = Date.now() + 150_000; (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0; ) await new Promise((r) => setTimeout(r, 100));
     expect(failed).toEqual([]);
     expect(await subscribed()).toBe(1000);
     const loaded = await relayConnections();
@@ -151,7 +154,7 @@ describe("Redis connections per node", () => {
     expect(loaded).toBe(2);
     abort.abort();
     await Promise.all(waiting);
-  }, 90_000);
+  }, 300_000);
 });
 
 
@@ -194,6 +197,8 @@ describe("Redis connections per node on a cluster", () => {
     const idle = await settledConnections();
     const rooms = await Promise.all(Array.from({ length: 1000 }, () => openRoomWithRetry(client, Date.now() + 60_000)));
     const abort = new AbortController();
+    // 1,000 waiting calls (and their retries) share one abort signal.
+    setMaxListeners(5000, abort.signal);
     const failed: string[] = [];
     const waiting = rooms.map((room) => holdRecv(client, room, abort.signal, failed));
     const subscribed = async () => {
@@ -201,7 +206,7 @@ describe("Redis connections per node on a cluster", () => {
       for (const admin of admins) total += ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
       return total;
     };
-    for (const deadline = Date.now() + 30_000; (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0; ) await new Promise((r) => setTimeout(r, 100));
+    for (const deadline = Date.now() + 150_000; (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0; ) await new Promise((r) => setTimeout(r, 100));
     expect(failed).toEqual([]);
     expect(await subscribed()).toBe(1000);
     const loaded = await relayConnections();
@@ -211,7 +216,7 @@ describe("Redis connections per node on a cluster", () => {
     expect(idle).toBe(3 * 3);
     abort.abort();
     await Promise.all(waiting);
-  }, 90_000);
+  }, 300_000);
 });
 
 /**
