@@ -1,6 +1,7 @@
 // /metrics: Prometheus text whose counters follow a scripted exchange, and which never
 // holds a room code, a token or a text.
 import { forEachTarget } from "../support/targets";
+import { holdRecv } from "../support/workload";
 
 /** Sum of a sample over every node, e.g. sample(texts, 'duet_rooms_opened_total'). */
 function sample(texts: string[], series: string): number {
@@ -56,19 +57,15 @@ forEachTarget((target) => {
     const { client } = target();
     const room = await client.pairedRoom();
     const abort = new AbortController();
-    // As a client does: a recv the loaded node shed with a 503 is asked again after Retry-After.
-    const waiting = (async () => {
-      while (!abort.signal.aborted) {
-        const reply = await client.recv(room.code, room.a, 10_000, { signal: abort.signal }).catch(() => undefined);
-        if (reply?.status !== 503) return reply && reply.status !== 200 && console.log("RECV", reply.status, reply.text);
-        await new Promise((r) => setTimeout(r, Number(reply.headers.get("retry-after") ?? 1) * 1000));
-      }
-    })();
+    // Waiting as a client does: a recv the loaded node shed with a 503 is asked again.
+    const failed: string[] = [];
+    const waiting = holdRecv(client, room.code, room.a, abort.signal, failed);
     let seen = 0;
     // The deadline only guards against a hang.
     for (const deadline = Date.now() + 20_000; seen === 0 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
       seen = sample(await scrape(), "duet_recv_waiting");
     }
+    expect(failed).toEqual([]);
     expect(seen).toBe(1);
     abort.abort();
     await waiting;

@@ -3,9 +3,8 @@
 import { setMaxListeners } from "node:events";
 import { Redis } from "ioredis";
 import { spawnCluster, spawnRedis, type SpawnedCluster, type SpawnedRedis } from "@duet/testkit";
-import type { TestClient } from "../support/http-client";
 import { startTarget, type RelayTarget, type TargetKind } from "../support/targets";
-import { openRoomWithRetry, type Room } from "../support/workload";
+import { holdRecv, openRoomWithRetry } from "../support/workload";
 
 const MULTI_NODE: TargetKind[] = ["redis-3-nodes", "cluster-3-nodes"];
 
@@ -141,7 +140,7 @@ describe("Redis connections per node", () => {
     // 1,000 waiting calls (and their retries) share one abort signal.
     setMaxListeners(5000, abort.signal);
     const failed: string[] = [];
-    const waiting = rooms.map((room) => holdRecv(client, room, abort.signal, failed));
+    const waiting = rooms.map((room) => holdRecv(client, room.code, room.b, abort.signal, failed));
     // Until all 1,000 rooms' channels are subscribed: every recv is waiting (the deadline only guards a hang).
     const subscribed = async () => ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
     for (const deadline = Date.now() + 150_000; (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0; ) await new Promise((r) => setTimeout(r, 100));
@@ -200,7 +199,7 @@ describe("Redis connections per node on a cluster", () => {
     // 1,000 waiting calls (and their retries) share one abort signal.
     setMaxListeners(5000, abort.signal);
     const failed: string[] = [];
-    const waiting = rooms.map((room) => holdRecv(client, room, abort.signal, failed));
+    const waiting = rooms.map((room) => holdRecv(client, room.code, room.b, abort.signal, failed));
     const subscribed = async () => {
       let total = 0;
       for (const admin of admins) total += ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
@@ -218,22 +217,3 @@ describe("Redis connections per node on a cluster", () => {
     await Promise.all(waiting);
   }, 300_000);
 });
-
-/**
- * Keeps a recv waiting on seat b until the signal, as a client does: a 503 (a node this
- * loaded may shed a call) is retried after its Retry-After. Anything else is a failure.
- */
-async function holdRecv(client: TestClient, room: Room, signal: AbortSignal, failed: string[]): Promise<void> {
-  while (!signal.aborted) {
-    try {
-      const reply = await client.recv(room.code, room.b, 20_000, { signal });
-      if (reply.status === 503) await new Promise((r) => setTimeout(r, Number(reply.headers.get("retry-after") ?? 1) * 1000));
-      else if (reply.status !== 200 || reply.body.messages.length > 0) return void failed.push(`${reply.status} ${reply.text}`);
-    } catch (error) {
-      if (signal.aborted) return;
-      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-      failed.push(`${String(error)}${cause ? ` (${cause.code ?? cause.message})` : ""}`);
-      return;
-    }
-  }
-}

@@ -143,6 +143,25 @@ export async function openRoomWithRetry(client: TestClient, deadline: number): P
   throw new Error(`could not open a room before the deadline: ${last}`);
 }
 
+/**
+ * Keeps a recv waiting on a seat until the signal, as a client does: a 503 (a loaded node may
+ * shed a call) is retried after its Retry-After. Anything else (an error, a message where none
+ * was sent) is pushed to failed, and ends the loop.
+ */
+export async function holdRecv(client: TestClient, code: string, token: string, signal: AbortSignal, failed: string[]): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      const reply = await client.recv(code, token, 20_000, { signal });
+      if (reply.status === 503) await sleep(Number(reply.headers.get("retry-after") ?? 1) * 1000);
+      else if (reply.status !== 200 || reply.body.messages.length > 0) return void failed.push(`${reply.status} ${reply.text}`);
+    } catch (error) {
+      if (signal.aborted) return;
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      return void failed.push(`${String(error)}${cause ? ` (${cause.code ?? cause.message})` : ""}`);
+    }
+  }
+}
+
 export const median = (values: number[]) => {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((x, y) => x - y);
