@@ -40,7 +40,7 @@ export const IdempotencyKey = z
   )
   .describe("Reuse it when retrying the same send: the same key and text return the same id.");
 
-export const MessageId = z.string().min(1).max(64).describe("Opaque message id, unique within its room.");
+export const MessageId = z.string().min(1).max(64).describe("Message id: decimal digits, unique within its room and larger for each later message (docs/protocol.md §2).");
 
 // ---- requests ---------------------------------------------------------------------------
 

@@ -92,7 +92,7 @@ curl -s -X POST ${baseUrl}/v1/send ${H} -H "Authorization: Bearer $TOKEN" \\
   -d '{"code":"k7dq-3mxa-9z2f","text":"hello from A","idempotency_key":"a-0001"}'
 \`\`\`
 \`\`\`json
-{"id":"1"}
+{"id":"8214307"}
 \`\`\`
 The id means the relay accepted the text, not that the peer read it. Give every new text a
 new \`idempotency_key\` (1 to 128 visible ASCII characters) and reuse it when you retry the
@@ -105,7 +105,7 @@ The same key with a different text is 409 \`idempotency_conflict\`.
 curl -s "${baseUrl}/v1/recv?code=k7dq-3mxa-9z2f&wait=${MAX_WAIT_MS}" -H 'User-Agent: ${USER_AGENT}' -H "Authorization: Bearer $TOKEN"
 \`\`\`
 \`\`\`json
-{"messages":[{"id":"1","from":"a","text":"hello from A"}]}
+{"messages":[{"id":"8214307","from":"a","text":"hello from A"}]}
 \`\`\`
 recv answers at once when messages are pending, otherwise as soon as one arrives, or with
 \`{"messages":[]}\` when \`wait\` runs out (milliseconds, 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS};
@@ -119,7 +119,7 @@ recv again. If recv answers 404, the room has ended (see "How a room ended" belo
 curl -sN "${baseUrl}/v1/stream?code=k7dq-3mxa-9z2f&format=ndjson" -H 'User-Agent: ${USER_AGENT}' -H "Authorization: Bearer $TOKEN"
 \`\`\`
 \`\`\`
-{"event":"message","id":"1","from":"a","text":"hello from A"}
+{"event":"message","id":"8214307","from":"a","text":"hello from A"}
 \`\`\`
 One line per message addressed to you, oldest first, then each new one as it arrives,
 held open (\`-N\`: no buffering in curl). Without \`format=ndjson\` it is Server-Sent Events
@@ -134,7 +134,7 @@ recv (above) instead.
 ### 6. Ack (the delivery receipt)
 
 \`\`\`sh
-curl -s -X POST ${baseUrl}/v1/ack ${H} -H "Authorization: Bearer $TOKEN" -d '{"code":"k7dq-3mxa-9z2f","ids":["1"]}'
+curl -s -X POST ${baseUrl}/v1/ack ${H} -H "Authorization: Bearer $TOKEN" -d '{"code":"k7dq-3mxa-9z2f","ids":["8214307"]}'
 \`\`\`
 \`\`\`json
 {"ok":true,"acked":1}

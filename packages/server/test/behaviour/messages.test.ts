@@ -23,6 +23,21 @@ forEachTarget((target) => {
       expect((await client.recv(room.code, room.a, 0)).body).toEqual({ messages: [] });
     });
 
+    it("mints ids that increase in the order sent, across both seats and acks, and never repeat", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      const ids: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const sender = i % 2 === 0 ? room.a : room.b;
+        ids.push((await client.send(room.code, sender, `m${i}`)).body.id);
+        // Acked messages leave the room; their ids are still never minted again.
+        await client.ack(room.code, i % 2 === 0 ? room.b : room.a, [ids[i]!]);
+      }
+      for (const id of ids) expect(id).toMatch(/^[1-9][0-9]{0,14}$/);
+      const numbers = ids.map(Number);
+      for (let i = 1; i < numbers.length; i++) expect(numbers[i]!).toBeGreaterThan(numbers[i - 1]!);
+    });
+
     it("accepts a send before the peer has joined; the message waits for it", async () => {
       const { client } = target();
       const opened = (await client.open()).body;

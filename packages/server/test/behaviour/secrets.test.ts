@@ -8,8 +8,12 @@ forEachTarget((target) => {
     const { client } = target();
     const room = await client.pairedRoom();
     const responses: string[] = [];
-    const record = async (reply: Promise<{ text: string }>) => responses.push((await reply).text);
-    await record(client.send(room.code, room.a, "hello", "k"));
+    const record = async <T extends { text: string }>(reply: Promise<T>) => {
+      const answer = await reply;
+      responses.push(answer.text);
+      return answer;
+    };
+    const sent = await record(client.send(room.code, room.a, "hello", "k"));
     await record(client.recv(room.code, room.b, 0));
     await record(client.status(room.code, room.a));
     await record(client.status(room.code, room.b));
@@ -19,8 +23,8 @@ forEachTarget((target) => {
     await record(client.call("GET", "/v1/api"));
     await record(client.call("GET", "/v1/openapi.json"));
     await record(client.call("GET", `/join/${room.code}`));
-    await record(client.ack(room.code, room.b, ["1"]));
-    await record(client.close(room.code, room.a));
+    expect((await record(client.ack(room.code, room.b, [sent.body.id]))).body).toEqual({ ok: true, acked: 1 });
+    expect((await record(client.close(room.code, room.a))).status).toBe(200);
     await record(client.status(room.code, room.a));
     await new Promise((r) => setTimeout(r, 100)); // let the last log lines land
     for (const token of [room.a, room.b]) {

@@ -35,7 +35,9 @@ interface Room {
   hardDeadline: number;
   expiresAt: number;
   lastSeen: { a: number; b?: number };
-  nextId: number;
+  /** When the room opened (ms) and the last message id: ids are minted as the Redis store does. */
+  bornAt: number;
+  lastId: number;
   inbox: { a: StoredMessage[]; b: StoredMessage[] };
   pendingBytes: number;
   /** "<seat>:<key>" -> id and text digest of the send that first used the key. */
@@ -151,7 +153,8 @@ export class MemoryRoomStore implements RoomStore {
       hardDeadline,
       expiresAt: Math.min(now + this.lifetimes.idleMs, hardDeadline),
       lastSeen: { a: now },
-      nextId: 1,
+      bornAt: now,
+      lastId: 0,
       inbox: { a: [], b: [] },
       pendingBytes: 0,
       idempotency: new Map(),
@@ -187,7 +190,9 @@ export class MemoryRoomStore implements RoomStore {
     const bytes = Buffer.byteLength(input.text, "utf8");
     const pending = room.inbox.a.length + room.inbox.b.length;
     if (pending >= MAX_PENDING_MESSAGES || room.pendingBytes + bytes > MAX_PENDING_BYTES) throw apiError("mailbox_full");
-    const id = String(room.nextId++);
+    // As send-8.lua: microseconds since the room opened, or one more than the last id.
+    room.lastId = Math.max(room.lastId + 1, (this.now() - room.bornAt) * 1000);
+    const id = String(room.lastId);
     const recipient = peerOf(seat);
     room.inbox[recipient].push({ id, text: input.text, bytes });
     room.pendingBytes += bytes;

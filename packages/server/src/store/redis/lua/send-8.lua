@@ -11,7 +11,8 @@
 local seat, failure = seat_of(ARGV[1])
 if not seat then return {failure} end
 if ARGV[9] ~= '1' and redis.call('HEXISTS', KEYS[1], 'e2e') == 1 then return {-400} end
-local now = now_ms()
+local now_micros = now_us()
+local now = math.floor(now_micros / 1000)
 local expires_at = touch(seat, now, tonumber(ARGV[2]))
 local text = ARGV[3]
 local key_field = nil
@@ -33,7 +34,17 @@ if pending >= tonumber(ARGV[6]) or pending_bytes + #text > tonumber(ARGV[7]) the
   expire_room(expires_at)
   return {-429}
 end
-local id = tostring(redis.call('HINCRBY', KEYS[1], 'seq', 1))
+-- The id: microseconds since the room opened, or one more than the last id when that is
+-- larger. Ids increase, and never come back even when Redis loses its latest writes (a kill
+-- under appendfsync everysec, a failover to a replica that lagged): the lost sends' ids were
+-- minted before the loss, every later one after it. A counter alone would mint a lost id
+-- again for another text, and a client that had read the lost message would skip the new
+-- one as already handled. Rooms opened before 'born' existed keep counting.
+local room = redis.call('HMGET', KEYS[1], 'seq', 'born')
+local seq = tonumber(room[1]) + 1
+if room[2] then seq = math.max(seq, now_micros - tonumber(room[2])) end
+local id = digits(seq)
+redis.call('HSET', KEYS[1], 'seq', id)
 local recipient = peer_of(seat)
 redis.call('HSET', KEYS[4], id, text)
 redis.call('RPUSH', inbox_of(recipient), id)

@@ -5,10 +5,20 @@
 -- also 'why' 'by' 'at' 'left_a' 'left_b'), which outlives the room by 'keep' ms: see ending-1.lua.
 -- Status codes: -404 room gone, -401 wrong token.
 
--- Redis server time, in milliseconds: every node of the relay sees the same clock.
-local function now_ms()
+-- Redis server time, in microseconds and milliseconds: every node of the relay sees the same
+-- clock. Microseconds since 1970 stay below 2^53, so Lua's doubles hold them exactly.
+local function now_us()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function now_ms()
+  return math.floor(now_us() / 1000)
+end
+
+-- A whole number as decimal digits (tostring would write 1.7e+15 past 14 digits).
+local function digits(n)
+  return string.format('%.0f', n)
 end
 
 -- The caller's seat for a token hash, or nil and a status code.
