@@ -22,8 +22,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 // appendfsync always writes and fsyncs the AOF before answering: a kill loses nothing
 // acknowledged. everysec fsyncs once a second in a background thread, and while that fsync
 // is still running (a busy disk: one CI run under heavy load) Redis answers without writing
-// the AOF at all, for up to 2 s. A kill then loses the tail of acknowledged writes: sends
-// (whose ids are then minted again for the next messages), acks, idempotency records. So
+// the AOF at all, for up to 2 s. A kill then loses the tail of acknowledged writes: sends,
+// acks, idempotency records (never an id: the next message gets a new one). So
 // with everysec the checker is told the kills, and each undone write must be explained by
 // one: a kill came after it, and nothing acknowledged after it and before that kill
 // survived. Every send must still end acknowledged; nothing may be stored twice or hang.
@@ -133,7 +133,7 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
       deadlineReached: false,
     });
     // always: nothing acknowledged is undone. everysec: what was is explained by a kill
-    // (result.violations above holds every loss, redelivery and reused id that is not).
+    // (result.violations above holds every loss and redelivery that is not, and any reused id).
     if (fsync === "always") expect({ lost: result.lost, undoneByKill: result.undoneByKill }).toEqual({ lost: 0, undoneByKill: 0 });
     expect(result.duplicates).toBe(0);
     expect(result.hung).toBe(0);

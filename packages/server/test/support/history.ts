@@ -112,10 +112,9 @@ export interface CheckResult {
   violations: string[];
   /** Sends answered with an id. */
   acknowledgedSends: number;
-  /** Acknowledged sends never received (the headline "lost" figure), by text: when a lost
-   *  write's id is minted again for the next message, both still count. */
+  /** Acknowledged sends never received (the headline "lost" figure), counted by text. */
   lost: number;
-  /** Of lost, redeliveredAfterAck and idsReused: those a kill explains (only with options.kills). */
+  /** Of lost and redeliveredAfterAck: those a kill explains (only with options.kills). */
   undoneByKill: number;
   /** The first of them (up to 10), to read. */
   undoneByKillExamples: string[];
@@ -123,7 +122,7 @@ export interface CheckResult {
   duplicates: number;
   /** Messages delivered (by id and text) by a recv that started after their ack completed. */
   redeliveredAfterAck: number;
-  /** Ids delivered for more than one message (a lost write's id minted again). */
+  /** Ids acknowledged or delivered for more than one message: never explained by a kill. */
   idsReused: number;
   /** Requests that took longer than their wait plus hungMarginMs. */
   hung: number;
@@ -157,8 +156,8 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   // ---- sends: key -> one id; text -> one id ------------------------------------------
   const idsByKey = new Map<string, Set<string>>();
   const attemptedTexts = new Map<string, Outcome[]>();
-  // Acknowledged sends by text, and the texts acknowledged under each id: after Redis loses a
-  // write, its id is minted again for the next message, so an id can name two sends.
+  // Acknowledged sends by text, and the texts acknowledged under each id (more than one is the
+  // defect counted as idsReused below).
   const okSends = new Map<string, { room: string; id: string; text: string; op: Operation }>();
   const okTextsById = new Map<string, Set<string>>();
   for (const op of ops.filter((o) => o.kind === "send")) {
@@ -183,8 +182,8 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   // ---- recvs: phantom, duplicates, order ---------------------------------------------
   const idsByText = new Map<string, Set<string>>();
   const received = new Set<string>();
-  // By id AND text: after a failover loses a write, its id can be minted again for another
-  // message, and that one's delivery must not count as the lost one's.
+  // By id AND text: should an id ever name two messages (counted below), one's delivery must
+  // not count as the other's.
   const receivedTexts = new Set<string>();
   for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
     let lastSeq = -1;
@@ -214,8 +213,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   }
 
   // ---- acks: received before acked, never delivered after ----------------------------
-  // Deliveries of each id, with their text: after a failover loses writes, a new master can
-  // mint a lost id again for another message. An ack acknowledges the texts its seat had
+  // Deliveries of each id, with their text. An ack acknowledges the texts its seat had
   // received under that id; only those coming back after it count as undone.
   const deliveries = new Map<string, { startedAt: number; endedAt: number; text: string }[]>();
   for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
@@ -271,17 +269,16 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     }
   };
 
+  // An id given to two messages is a defect whatever happened to Redis: ids come from the
+  // Redis clock and never go back, even when a kill or a failover loses writes
+  // (docs/protocol.md §2). Seen in acknowledged sends or in deliveries.
   let idsReused = 0;
-  for (const [key, list] of deliveries) {
-    const texts = [...new Set(list.map((d) => d.text))];
-    if (texts.length > 1) {
-      // The first message minted under the id was undone, so it could be minted again: by
-      // the time the second one was delivered.
-      const [room] = key.split("|");
-      const first = okSends.get(`${room}|${parseText(texts[0]!)?.seat}|${texts[0]}`);
-      const secondSeen = list.find((d) => d.text !== texts[0])!.endedAt;
-      undone(`id ${key} delivered for ${texts.length} different messages`, first?.op.startedAt ?? -Infinity, first?.op.endedAt ?? Infinity, secondSeen, () => idsReused++);
-    }
+  const textsById = new Map<string, Set<string>>(okTextsById);
+  for (const [key, list] of deliveries) for (const d of list) textsById.set(key, new Set(textsById.get(key)).add(d.text));
+  for (const [key, texts] of textsById) {
+    if (texts.size < 2) continue;
+    idsReused++;
+    violate(`id ${key} given to ${texts.size} different messages`);
   }
   // A send stored twice: the copy delivered first was undone by a kill with its idempotency
   // record, and a retry of the same key stored it again.
@@ -329,18 +326,6 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     const key = `${sent.room}|${sent.id}`;
     if (receivedTexts.has(`${key}|${sent.text}`) || options.endedRooms?.has(sent.room)) continue;
     const description = `acknowledged send ${key} (${sent.text.slice(0, 60)}) never received`;
-    // Its id had been minted before for a message delivered before a kill undid it, and the
-    // ack meant for that one, repeated after the restart, deleted this one.
-    const earlier = (deliveries.get(key) ?? []).filter(
-      (d) => d.text !== sent.text && d.endedAt < sent.op.endedAt && kills.some((k) => k.issuedAt > d.startedAt && k.issuedAt < sent.op.endedAt),
-    );
-    const staleAck = (acks.get(key) ?? []).find((a) => a.startedAt > sent.op.startedAt && !a.texts.has(sent.text) && earlier.some((d) => a.texts.has(d.text)));
-    if (staleAck) {
-      lost++;
-      undoneByKill++;
-      if (undoneByKillExamples.length < 10) undoneByKillExamples.push(`${description}: deleted by an ack of its id meant for an earlier message a kill undid`);
-      continue;
-    }
     undone(description, sent.op.startedAt, sent.op.endedAt, Infinity, () => {});
     lost++;
   }
