@@ -1,15 +1,18 @@
 // One duet node for the bench: the product's own startRelay and configuration, run in a
 // child process that also reports its metrics over IPC (see node-metrics.ts).
+import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { DuetApp } from "@duet/server/dist/app.js";
 import { connectionCount, reportMetrics } from "./node-metrics.js";
 
 // DUET_SERVER_DIST runs another build of the server (`pnpm --filter @duet/bench ab`): a
 // copy of an older dist/ beside the current one, so both resolve the same dependencies.
-const dist = process.env.DUET_SERVER_DIST ?? dirname(require.resolve("@duet/server/dist/main.js"));
+const dist = process.env.DUET_SERVER_DIST ?? dirname(require.resolve("@duet/server/dist/relay.js"));
 const { loadConfig } = require(join(dist, "config.js")) as typeof import("@duet/server/dist/config.js");
 const { createLogger } = require(join(dist, "logger.js")) as typeof import("@duet/server/dist/logger.js");
-const { startRelay } = require(join(dist, "main.js")) as typeof import("@duet/server/dist/main.js");
+// The library is relay.js; builds older than that split kept startRelay in main.js.
+const relayModule = existsSync(join(dist, "relay.js")) ? "relay.js" : "main.js";
+const { startRelay } = require(join(dist, relayModule)) as typeof import("@duet/server/dist/relay.js");
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env);

@@ -19,7 +19,7 @@ import { Redis } from "ioredis";
 import { spawnCluster, spawnSentinelTopology, type SpawnedCluster, type SpawnedSentinelTopology } from "@duet/testkit";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/logger";
-import { startRelay, type RunningRelay } from "../../src/main";
+import { startRelay, type RunningRelay } from "../../src/relay";
 import { RedisKeys } from "../../src/store/redis/keys";
 import { checkHistory, History } from "../support/history";
 import { TestClient } from "../support/http-client";

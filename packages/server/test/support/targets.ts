@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { loadConfig, type Config } from "../../src/config";
 import { createLogger } from "../../src/logger";
-import { startRelay, type RunningRelay } from "../../src/main";
+import { startRelay, type RunningRelay } from "../../src/relay";
 import { TestClient } from "./http-client";
 import { killOnExit } from "@duet/testkit";
 

@@ -1,0 +1,107 @@
+// The relay as a library: build the store the configuration asks for, listen, and stop
+// gracefully. main.ts runs it as a process; tests and the benchmark start it in their own.
+import type { Server } from "node:http";
+import type { Store } from "express-rate-limit";
+import { createApp } from "./app.js";
+import type { Config } from "./config.js";
+import type { Logger } from "./logger.js";
+import { RedisWakeupBus } from "./realtime/redis-wakeups.js";
+import { FailOpenRedisRateLimitStore } from "./http/rate-limit.js";
+import { MemoryRoomStore } from "./store/memory/memory-store.js";
+import { createRedisConnections, type RedisClient } from "./store/redis/connection.js";
+import { RedisKeys } from "./store/redis/keys.js";
+import { RedisRoomStore } from "./store/redis/redis-store.js";
+import type { RoomStore } from "./store/room-store.js";
+
+export interface RunningRelay {
+  server: Server;
+  url: string;
+  store: RoomStore;
+  /** Graceful stop: readiness off, answer waiting recvs, finish in-flight requests, close. */
+  shutdown(): Promise<void>;
+}
+
+export interface StoreWiring {
+  store: RoomStore;
+  rateLimitStores?: { requests: Store; rooms: Store };
+  /** The Redis connections, by role, for logging and metrics. */
+  connections: [name: string, connection: RedisClient][];
+}
+
+/** Builds the store the configuration asks for: Redis when configured, else in-process. */
+export function createStore(config: Config): StoreWiring {
+  const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs, endingKeepMs: config.roomEndingKeepMs };
+  if (!config.redis) return { store: new MemoryRoomStore(lifetimes), connections: [] };
+  const keys = new RedisKeys(config.redis.keyPrefix);
+  const { commands: client, subscriber, acked, stop } = createRedisConnections(config.redis);
+  const store = new RedisRoomStore({
+    client,
+    subscriber,
+    wakeups: new RedisWakeupBus(subscriber, (code) => keys.wakeChannel(code), undefined, config.redis.commandTimeoutMs),
+    keyPrefix: config.redis.keyPrefix,
+    lifetimes,
+    operationTimeoutMs: config.redis.commandTimeoutMs,
+    writeAck: acked ? { client: acked, replicas: config.redis.writeAckReplicas, timeoutMs: config.redis.writeAckTimeoutMs } : undefined,
+    onClose: stop,
+  });
+  return {
+    store,
+    connections: [
+      ["commands", client],
+      ["subscriber", subscriber],
+      ...(acked ? [["acked-writes", acked] as [string, RedisClient]] : []),
+    ],
+    rateLimitStores: {
+      requests: new FailOpenRedisRateLimitStore(client, keys.rateLimit("requests")),
+      rooms: new FailOpenRedisRateLimitStore(client, keys.rateLimit("rooms")),
+    },
+  };
+}
+
+export async function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
+  const { store, rateLimitStores, connections } = createStore(config);
+  let shuttingDown = false;
+  const app = createApp({ config, store, logger, rateLimitStores, isShuttingDown: () => shuttingDown });
+  const { metrics } = app.locals;
+  for (const [name, connection] of connections) {
+    let connectedBefore = false;
+    connection.on("error", (error: Error) => {
+      metrics.redisErrors.inc({ connection: name });
+      logger.warn({ connection: name, err: error }, "redis connection error");
+    });
+    connection.on("ready", () => {
+      if (connectedBefore) metrics.redisReconnects.inc({ connection: name });
+      connectedBefore = true;
+      logger.info({ connection: name }, "redis ready");
+    });
+  }
+  const server = app.listen(config.port, config.host, config.listenBacklog);
+  await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
+  // Above the load balancer's idle timeout, so the balancer closes idle connections first.
+  server.keepAliveTimeout = config.keepAliveTimeoutMs;
+  server.headersTimeout = Math.min(20_000, config.keepAliveTimeoutMs + 1000);
+  // A 13 MiB body must not trickle in for the default five minutes.
+  server.requestTimeout = 60_000;
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : config.port;
+  const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+  const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}`;
+
+  const shutdown = async () => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    logger.info({ waitingRecvs: app.locals.waitingRecvs.size, streams: app.locals.streams.size }, "shutting down");
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    app.locals.waitingRecvs.drain();
+    app.locals.streams.drain();
+    server.closeIdleConnections();
+    const drained = await Promise.race([
+      closed.then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), config.shutdownDrainMs).unref()),
+    ]);
+    if (!drained) server.closeAllConnections();
+    await store.close();
+    logger.info({ drained }, "stopped");
+  };
+  return { server, url, store, shutdown };
+}
