@@ -28,17 +28,24 @@ import type { RedisClient } from "./connection.js";
 import { RedisKeys } from "./keys.js";
 import { defineScripts, scriptSource, type ScriptName } from "./scripts.js";
 
-// Status codes the scripts return, turned into the catalogue's errors in one place.
-const SCRIPT_FAILURES: Record<number, () => ApiError> = {
-  [-404]: () => apiError("not_found"),
-  [-401]: () => apiError("unauthorized", "This token does not hold a seat in this room."),
-  [-429]: () => apiError("mailbox_full"),
-  [-400]: () => apiError("e2e_required"),
+/**
+ * The scripts' refusals (lua/includes/refusals.lua), one meaning each. GONE becomes the 404
+ * with how the room ended (goneError); CODE_IN_USE makes open mint another code; the rest
+ * are the catalogue's answers, in REFUSED below.
+ */
+export const Refusal = { gone: -1, wrongToken: -2, codeInUse: -3, full: -4, keyConflict: -5, mailboxFull: -6, notAnEnvelope: -7, unread: -8 } as const;
+
+const REFUSED: Record<number, () => ApiError> = {
+  [Refusal.wrongToken]: () => apiError("unauthorized", "This token does not hold a seat in this room."),
+  [Refusal.full]: () => apiError("full"),
+  [Refusal.keyConflict]: () => apiError("idempotency_conflict"),
+  [Refusal.mailboxFull]: () => apiError("mailbox_full"),
+  [Refusal.notAnEnvelope]: () => apiError("e2e_required"),
+  [Refusal.unread]: () => apiError("unread"),
 };
 
-function failureOf(status: number, conflict: () => ApiError): Error {
-  if (status === -409) return conflict();
-  const make = SCRIPT_FAILURES[status];
+function refused(status: number): Error {
+  const make = REFUSED[status];
   return make ? make() : new Error(`unexpected script status ${status}`);
 }
 
@@ -206,7 +213,9 @@ export class RedisRoomStore implements RoomStore {
         const code = mintRoomCode();
         const token = mintSeatToken();
         const expiresInMs = await this.change<number>("duetOpen", [...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs, this.endingKeepMs, options.e2e ? "1" : "0"]);
-        if (expiresInMs >= 0) return { code, seat: "a", token, expiresInMs, e2e: options.e2e === true };
+        if (expiresInMs === Refusal.codeInUse) continue; // a live or recently ended room's code
+        if (expiresInMs < 0) throw refused(expiresInMs);
+        return { code, seat: "a", token, expiresInMs, e2e: options.e2e === true };
       }
     });
   }
@@ -215,7 +224,8 @@ export class RedisRoomStore implements RoomStore {
     return this.run(async () => {
       const token = mintSeatToken();
       const reply = await this.change<number | [number, number]>("duetJoin", [...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.keys.wakeChannel(code)]);
-      if (typeof reply === "number") throw failureOf(reply, () => apiError("full"));
+      if (reply === Refusal.gone) throw apiError("not_found");
+      if (typeof reply === "number") throw refused(reply);
       return { code, seat: "b", token, expiresInMs: Number(reply[0]), e2e: Number(reply[1]) === 1 };
     });
   }
@@ -235,8 +245,8 @@ export class RedisRoomStore implements RoomStore {
         this.keys.wakeChannel(input.code),
         input.envelope ? "1" : "0",
       ]);
-      if (status === -404) throw await this.goneError(input);
-      if (status < 0) throw failureOf(status, () => apiError("idempotency_conflict"));
+      if (status === Refusal.gone) throw await this.goneError(input);
+      if (status < 0) throw refused(status);
       return { id: id!, replayed: status === 1 };
     });
   }
@@ -250,8 +260,8 @@ export class RedisRoomStore implements RoomStore {
       // never have been seen (its id would be minted again for another message). The
       // re-read writes (touch), so the WAIT behind it covers every write it observed.
       if (this.writeAck && typeof reply[0] !== "number" && reply.length > 2) reply = await this.change<(string | number)[]>("duetRecv", [...args, "1"]);
-      if (reply[0] === -404) throw await this.goneError(seat);
-      if (typeof reply[0] === "number") throw failureOf(reply[0], () => apiError("internal"));
+      if (reply[0] === Refusal.gone) throw await this.goneError(seat);
+      if (typeof reply[0] === "number") throw refused(reply[0]);
       const mine = seatOf(reply[0]);
       const from: Seat = mine === "a" ? "b" : "a";
       const messages: Message[] = [];
@@ -263,8 +273,8 @@ export class RedisRoomStore implements RoomStore {
   ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }> {
     return this.run(async () => {
       const status = await this.change<number>("duetAck", [...this.keys.room(seat.code), seat.tokenHash, this.idleMs, ...ids]);
-      if (status === -404) throw await this.goneError(seat);
-      if (status < 0) throw failureOf(status, () => apiError("internal"));
+      if (status === Refusal.gone) throw await this.goneError(seat);
+      if (status < 0) throw refused(status);
       return { acked: status };
     });
   }
@@ -272,8 +282,8 @@ export class RedisRoomStore implements RoomStore {
   getStatus(seat: SeatCredentials, touch = true): Promise<RoomStatus> {
     return this.run(async () => {
       const reply = await this.client.duetStatus(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, PEER_ACTIVE_WINDOW_MS, touch ? "1" : "0");
-      if (reply[0] === -404) throw await this.goneError(seat);
-      if (typeof reply[0] === "number") throw failureOf(reply[0], () => apiError("internal"));
+      if (reply[0] === Refusal.gone) throw await this.goneError(seat);
+      if (typeof reply[0] === "number") throw refused(reply[0]);
       const [mine, expiresInMs, peerJoined, peerActive, pendingIn, pendingOut, e2e] = reply;
       return {
         seat: seatOf(mine),
@@ -298,8 +308,8 @@ export class RedisRoomStore implements RoomStore {
         force ? "1" : "0",
         this.keys.wakeChannel(seat.code),
       ]);
-      if (status === -404) throw await this.goneError(seat);
-      if (status < 0) throw failureOf(status, () => apiError("unread"));
+      if (status === Refusal.gone) throw await this.goneError(seat);
+      if (status < 0) throw refused(status);
     });
   }
 

@@ -7,11 +7,12 @@ import type { Cluster, Redis, Result } from "ioredis";
 
 const LUA_DIR = join(__dirname, "lua");
 
-/** A script's source with its `--!include name.lua` lines replaced by includes/name.lua. */
+const expandIncludes = (source: string): string =>
+  source.replace(/^--!include (\S+)$/gm, (_line, name: string) => expandIncludes(readFileSync(join(LUA_DIR, "includes", name), "utf8")));
+
+/** A script's source with its `--!include name.lua` lines replaced by includes/name.lua (which may include others). */
 export function loadLua(file: string): string {
-  return readFileSync(join(LUA_DIR, file), "utf8").replace(/^--!include (\S+)$/gm, (_line, name: string) =>
-    readFileSync(join(LUA_DIR, "includes", name), "utf8"),
-  );
+  return expandIncludes(readFileSync(join(LUA_DIR, file), "utf8"));
 }
 
 type Arg = string | number;

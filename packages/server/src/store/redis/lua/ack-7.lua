@@ -2,7 +2,7 @@
 -- KEYS[1..7] the room's keys (see includes/seat.lua)
 -- ARGV[1] token hash, ARGV[2] idle lifetime ms, ARGV[3..] message ids
 -- Returns: how many messages were deleted (unknown, foreign or repeated ids are ignored),
--- or -404 / -401.
+-- or GONE / WRONG_TOKEN.
 --!include seat.lua
 local seat, failure = seat_of(ARGV[1])
 if not seat then return failure end

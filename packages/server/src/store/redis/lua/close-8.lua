@@ -2,7 +2,8 @@
 -- KEYS[1..7] the room's keys (see includes/seat.lua), KEYS[8] tally hash of the room's tag
 -- ARGV[1] token hash, ARGV[2] idle lifetime ms, ARGV[3] '1' to abandon unread messages,
 -- ARGV[4] wake channel
--- Returns: 0 closed, -409 unacked messages exist and force is off, -404 / -401.
+-- Returns: 0 closed, UNREAD (messages are pending and force is off), GONE, WRONG_TOKEN
+-- (includes/refusals.lua).
 --!include seat.lua
 local seat, failure = seat_of(ARGV[1])
 if not seat then return failure end
@@ -10,7 +11,7 @@ local left_a = redis.call('LLEN', KEYS[2])
 local left_b = redis.call('LLEN', KEYS[3])
 if ARGV[3] ~= '1' and left_a + left_b > 0 then
   expire_room(touch(seat, now_ms(), tonumber(ARGV[2])))
-  return -409
+  return UNREAD
 end
 -- The ending record keeps how the room ended for 'keep' ms (none for a room from before
 -- ending records, or with keep 0).

@@ -1,12 +1,12 @@
 -- join: claims seat b and wakes the opener's waiting status.
 -- KEYS[1..7] the room's keys (see includes/seat.lua), KEYS[8] tally hash of the room's tag
 -- ARGV[1] token hash of seat b, ARGV[2] idle lifetime ms, ARGV[3] wake channel
--- Returns: {ms until the room expires, 1 if end-to-end encrypted else 0}, -404 no such room,
--- -409 both seats taken.
+-- Returns: {ms until the room expires, 1 if end-to-end encrypted else 0}, GONE or FULL
+-- (includes/refusals.lua).
 --!include seat.lua
 local tokens = redis.call('HMGET', KEYS[1], 'ta', 'tb', 'e2e')
-if not tokens[1] then return -404 end
-if tokens[2] then return -409 end
+if not tokens[1] then return GONE end
+if tokens[2] then return FULL end
 local now = now_ms()
 redis.call('HSET', KEYS[1], 'tb', ARGV[1])
 -- Only on a record open-8.lua wrote (a room from before ending records has none).

@@ -4,10 +4,10 @@
 -- ARGV[1] token hash of seat a, ARGV[2] idle lifetime ms, ARGV[3] hard lifetime ms,
 -- ARGV[4] ms the ending record outlives the room,
 -- ARGV[5] '1' for an end-to-end encrypted room (field e2e; sends must then be envelopes)
--- Returns: ms until the room expires, or -409 when the code is in use or its room ended
--- less than ARGV[4] ms ago (mint another: an ended room's code is never reopened).
+-- Returns: ms until the room expires, or CODE_IN_USE when the code is in use or its room
+-- ended less than ARGV[4] ms ago (mint another: an ended room's code is never reopened).
 --!include seat.lua
-if redis.call('EXISTS', KEYS[1], KEYS[7]) > 0 then return -409 end
+if redis.call('EXISTS', KEYS[1], KEYS[7]) > 0 then return CODE_IN_USE end
 local born = now_us()
 local now = math.floor(born / 1000)
 local hard = now + tonumber(ARGV[3])

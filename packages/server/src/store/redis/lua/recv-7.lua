@@ -2,7 +2,7 @@
 -- KEYS[1..7] the room's keys (see includes/seat.lua)
 -- ARGV[1] token hash, ARGV[2] idle lifetime ms, ARGV[3] '1' counts as activity, '0' is a
 -- re-read by a waiting recv (which must not keep an idle room alive)
--- Returns: {seat, ms until expiry, id1, text1, id2, text2, ...}, or {-404} / {-401}.
+-- Returns: {seat, ms until expiry, id1, text1, id2, text2, ...}, or {GONE} / {WRONG_TOKEN}.
 --!include seat.lua
 local seat, failure = seat_of(ARGV[1])
 if not seat then return {failure} end

@@ -5,12 +5,13 @@
 -- ARGV[6] most pending messages, ARGV[7] most pending bytes, ARGV[8] wake channel,
 -- ARGV[9] '1' when the text has the shape of an e2e envelope (checked by the caller)
 -- Returns: {0, id, ms until expiry} accepted, {1, id, ms} replay of an earlier send with
--- the same key and text; {-404} no room, {-401} wrong token, {-409} key reused with another
--- text, {-429} mailbox full, {-400} not an envelope in an end-to-end encrypted room. A refused send stores nothing, so its retry may succeed.
+-- the same key and text; or {refusal}: GONE, WRONG_TOKEN, KEY_CONFLICT, MAILBOX_FULL,
+-- NOT_AN_ENVELOPE (includes/refusals.lua). A refused send stores nothing, so its retry may
+-- succeed.
 --!include seat.lua
 local seat, failure = seat_of(ARGV[1])
 if not seat then return {failure} end
-if ARGV[9] ~= '1' and redis.call('HEXISTS', KEYS[1], 'e2e') == 1 then return {-400} end
+if ARGV[9] ~= '1' and redis.call('HEXISTS', KEYS[1], 'e2e') == 1 then return {NOT_AN_ENVELOPE} end
 local now_micros = now_us()
 local now = math.floor(now_micros / 1000)
 local expires_at = touch(seat, now, tonumber(ARGV[2]))
@@ -25,14 +26,14 @@ if ARGV[4] ~= '' then
     local sep = string.find(earlier, ' ', 1, true)
     expire_room(expires_at)
     if string.sub(earlier, sep + 1) == ARGV[5] then return {1, string.sub(earlier, 1, sep - 1), expires_at - now} end
-    return {-409}
+    return {KEY_CONFLICT}
   end
 end
 local pending = redis.call('LLEN', KEYS[2]) + redis.call('LLEN', KEYS[3])
 local pending_bytes = tonumber(redis.call('HGET', KEYS[1], 'bytes'))
 if pending >= tonumber(ARGV[6]) or pending_bytes + #text > tonumber(ARGV[7]) then
   expire_room(expires_at)
-  return {-429}
+  return {MAILBOX_FULL}
 end
 -- The id: microseconds since the room opened, or one more than the last id when that is
 -- larger. Ids increase, and never come back even when Redis loses its latest writes (a kill

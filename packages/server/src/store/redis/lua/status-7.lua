@@ -5,7 +5,7 @@
 -- an idle room alive)
 -- Returns: {seat, ms until expiry, peer joined 0/1, peer active 0/1, pending in, pending out,
 -- end-to-end encrypted 0/1},
--- or {-404} / {-401}.
+-- or {GONE} / {WRONG_TOKEN}.
 --!include seat.lua
 local seat, failure = seat_of(ARGV[1])
 if not seat then return {failure} end

@@ -3,7 +3,7 @@
 -- KEYS[5] idempotency hash, KEYS[6] live-rooms sorted set of the room's tag (code -> expiry),
 -- KEYS[7] ending record (seat token hashes 'ta' 'tb', 'hard' cap, 'keep' ms; after a close
 -- also 'why' 'by' 'at' 'left_a' 'left_b'), which outlives the room by 'keep' ms: see ending-1.lua.
--- Status codes: -404 room gone, -401 wrong token.
+--!include refusals.lua
 
 -- Redis server time, in microseconds and milliseconds: every node of the relay sees the same
 -- clock. Microseconds since 1970 stay below 2^53, so Lua's doubles hold them exactly.
@@ -24,10 +24,10 @@ end
 -- The caller's seat for a token hash, or nil and a status code.
 local function seat_of(token_hash)
   local tokens = redis.call('HMGET', KEYS[1], 'ta', 'tb')
-  if not tokens[1] then return nil, -404 end
+  if not tokens[1] then return nil, GONE end
   if tokens[1] == token_hash then return 'a' end
   if tokens[2] == token_hash then return 'b' end
-  return nil, -401
+  return nil, WRONG_TOKEN
 end
 
 local function inbox_of(seat)
