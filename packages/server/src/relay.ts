@@ -3,6 +3,7 @@
 import type { Server } from "node:http";
 import type { Store } from "express-rate-limit";
 import { createApp } from "./app.js";
+import { within } from "./deadline.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./logger.js";
 import { RedisWakeupBus } from "./realtime/redis-wakeups.js";
@@ -95,10 +96,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     app.locals.waitingRecvs.drain();
     app.locals.streams.drain();
     server.closeIdleConnections();
-    const drained = await Promise.race([
-      closed.then(() => true),
-      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), config.shutdownDrainMs).unref()),
-    ]);
+    const drained = await within(closed.then(() => true), config.shutdownDrainMs, () => false, { unref: true });
     if (!drained) server.closeAllConnections();
     await store.close();
     logger.info({ drained }, "stopped");

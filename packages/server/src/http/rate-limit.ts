@@ -5,6 +5,7 @@ import type { RequestHandler } from "express";
 import { rateLimit, type ClientRateLimitInfo, type Options, type Store } from "express-rate-limit";
 import { RedisStore, type RedisReply } from "rate-limit-redis";
 import { Cluster } from "ioredis";
+import { within } from "../deadline.js";
 import { ApiError } from "../errors.js";
 import type { RedisClient } from "../store/redis/connection.js";
 
@@ -74,18 +75,14 @@ export class FailOpenRedisRateLimitStore implements Store {
       return this.letThrough();
     }
     counted.catch(() => undefined);
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), this.timeoutMs)));
     try {
-      const result = await Promise.race([counted, timedOut]);
+      const result = await within(counted, this.timeoutMs, () => "timeout" as const);
       if (result !== "timeout") return result;
       suspended.add(this.client);
       return this.letThrough();
     } catch {
       this.inner = undefined;
       return this.letThrough();
-    } finally {
-      clearTimeout(timer);
     }
   }
 

@@ -14,6 +14,7 @@
 // which every waiter re-reads.
 import { Redis, type Cluster } from "ioredis";
 import { setTimeout as delay } from "node:timers/promises";
+import { within } from "../deadline.js";
 import { apiError } from "../errors.js";
 import type { WakeEvent, WakeupBus } from "../store/room-store.js";
 
@@ -90,12 +91,10 @@ export class RedisWakeupBus implements WakeupBus {
     // A confirmed subscription (the common case: the channel lingers between recvs) has
     // nothing to wait for.
     if (subscription.live) return stop;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        subscription.confirmed,
-        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("subscription not confirmed")), this.confirmTimeoutMs))),
-      ]);
+      await within(subscription.confirmed, this.confirmTimeoutMs, () => {
+        throw new Error("subscription not confirmed");
+      });
     } catch {
       stop();
       if (this.subscriptions.get(channel) === subscription && subscription.listeners.size === 0) {
@@ -108,10 +107,6 @@ export class RedisWakeupBus implements WakeupBus {
       const unavailable = apiError("unavailable");
       unavailable.retryAfterSeconds = 1;
       throw unavailable;
-    } finally {
-      clearTimeout(timer);
-      // stop shares this scope: a waiter holding it for its whole wait must not hold the Timeout too.
-      timer = undefined;
     }
     return stop;
   }

@@ -26,6 +26,7 @@ import {
 } from "../room-store.js";
 import type { RedisClient } from "./connection.js";
 import { RedisKeys } from "./keys.js";
+import { within } from "../../deadline.js";
 import { defineScripts, scriptSource, type ScriptName } from "./scripts.js";
 
 /**
@@ -135,29 +136,12 @@ export class RedisRoomStore implements RoomStore {
   }
 
   private run<T>(operation: () => Promise<T>): Promise<T> {
-    // One promise and one timer per operation (every room call runs one): no race, no
-    // async frame. An abandoned operation may still settle later, into the void: its
-    // outcome is unknown to the client (a 503), which is why sends carry idempotency keys.
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => reject(storeFailure(new Error("store operation timed out"))), this.operationTimeoutMs);
-      let work: Promise<T>;
-      try {
-        work = operation();
-      } catch (error) {
-        clearTimeout(timer);
-        return reject(storeFailure(error));
-      }
-      work.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(storeFailure(error));
-        },
-      );
-    });
+    // One promise and one timer per operation (every room call runs one). An abandoned
+    // operation may still settle later, into the void: its outcome is unknown to the client
+    // (a 503), which is why sends carry idempotency keys.
+    return within(operation, this.operationTimeoutMs, () => {
+      throw storeFailure(new Error("store operation timed out"));
+    }, { mapError: storeFailure });
   }
 
   /**
