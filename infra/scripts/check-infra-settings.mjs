@@ -160,8 +160,9 @@ const healthcheck = /^HEALTHCHECK.*CMD\s+(\[.*\])\s*$/m.exec(runtime)?.[1] ?? ""
 check(healthcheck.includes('"node"') && healthcheck.includes("/healthz") && !/curl|wget/.test(healthcheck), "HEALTHCHECK hits /healthz with node (no curl or wget)");
 check(!/pnpm|npm install/.test(runtime.replace(/^#.*$/gm, "")), "runtime stage installs nothing (no pnpm/npm)");
 const cmd = JSON.parse(/^CMD\s+(\[.*\])\s*$/m.exec(runtime)?.[1] ?? "[]");
-const serverMain = JSON.parse(readFileSync(join(ROOT, "packages/server/package.json"), "utf8")).main?.replace(/^\.\//, "");
-check(cmd[0] === "node" && cmd[1] === `packages/server/${serverMain}`, `CMD runs the server's main (${cmd.join(" ")} vs ${serverMain})`);
+// The process entry is what the server package's start script runs (its "main" is the library, relay.js).
+const serverEntry = /^node\s+(\S+)$/.exec(JSON.parse(readFileSync(join(ROOT, "packages/server/package.json"), "utf8")).scripts?.start ?? "")?.[1];
+check(cmd[0] === "node" && cmd[1] === `packages/server/${serverEntry}`, `CMD runs what the server's start script runs (${cmd.join(" ")} vs ${serverEntry})`);
 
 console.log(failures ? `\ncheck-infra-settings: ${failures} problem(s)` : "\ncheck-infra-settings: all settings consistent");
 process.exit(failures ? 1 : 0);
