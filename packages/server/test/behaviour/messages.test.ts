@@ -23,7 +23,7 @@ forEachTarget((target) => {
       expect((await client.recv(room.code, room.a, 0)).body).toEqual({ messages: [] });
     });
 
-    it("mints ids that increase in the order sent, across both seats and acks, and never repeat", async () => {
+    it("mints ids of digits that increase in the order sent, across both seats and acks (docs/protocol.md §2; lost writes: integration/lost-writes)", async () => {
       const { client } = target();
       const room = await client.pairedRoom();
       const ids: string[] = [];

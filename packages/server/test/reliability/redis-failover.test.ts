@@ -201,6 +201,7 @@ async function runArm(name: string, writeAck: number, env: Record<string, string
       duplicates: result.duplicates,
       acksUndone: result.redeliveredAfterAck,
       idsReused: result.idsReused,
+      skippedOnResume: result.skippedOnResume,
       hungPastWaitPlus2s: result.hung,
       hungExamples: result.hungExamples,
       status503: statuses.filter((s) => s === 503).length,
@@ -253,6 +254,7 @@ function expectArm({ arm, trafficOutlastedFaults }: Awaited<ReturnType<typeof ru
     expect(arm.lost).toBe(0);
     expect(arm.acksUndone).toBe(0);
     expect(arm.duplicates).toBe(0);
+    expect(arm.skippedOnResume).toBe(0);
   }
 }
 

@@ -124,6 +124,9 @@ export interface CheckResult {
   redeliveredAfterAck: number;
   /** Ids acknowledged or delivered for more than one message: never explained by a kill. */
   idsReused: number;
+  /** Messages first delivered to a reader after a message with a larger id: a stream resumed
+   *  after the last id its client saw (Last-Event-ID, ?after) would skip them. */
+  skippedOnResume: number;
   /** Requests that took longer than their wait plus hungMarginMs. */
   hung: number;
   /** The slowest of them (up to 10): kind, status, ms, wait. */
@@ -320,6 +323,33 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     }
   }
 
+  // ---- resume order ----------------------------------------------------------------------
+  // Ids increase with the store's clock, so a message first delivered to a reader comes
+  // after everything that reader saw before it. One that does not would be skipped by a
+  // client resuming after the last id it saw (docs/protocol.md §2, §6.5). Each reader's
+  // recvs run one at a time: their start order is their order.
+  let skippedOnResume = 0;
+  const highestSeen = new Map<string, number>();
+  const firstDelivered = new Set<string>();
+  for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok").sort((x, y) => x.startedAt - y.startedAt)) {
+    const reader = `${op.room}|${op.seat}`;
+    const before = highestSeen.get(reader) ?? -Infinity;
+    let highest = before;
+    for (const message of op.messages ?? []) {
+      const id = Number(message.id);
+      const key = `${op.room}|${message.id}|${message.text}`;
+      if (!firstDelivered.has(key)) {
+        firstDelivered.add(key);
+        if (id <= before) {
+          skippedOnResume++;
+          violate(`message ${message.id} in ${op.room} first delivered after id ${before}: a client resuming after that id would skip it`);
+        }
+      }
+      highest = Math.max(highest, id);
+    }
+    highestSeen.set(reader, highest);
+  }
+
   // ---- loss ----------------------------------------------------------------------------
   let lost = 0;
   for (const sent of okSends.values()) {
@@ -350,6 +380,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     duplicates,
     redeliveredAfterAck,
     idsReused,
+    skippedOnResume,
     hung,
     hungExamples,
     unknownOutcomes: ops.filter((o) => o.outcome === "unknown").length,

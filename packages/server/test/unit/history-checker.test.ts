@@ -89,6 +89,19 @@ it("an id given to two messages is a violation, whatever the kills", () => {
   }
 });
 
+it("a message first delivered after a larger id is a violation: a client resuming after that id would skip it", () => {
+  // Send 1 (id 5) was delivered before send 0 (id 3), which was kept: a lost write from a
+  // Redis whose clock ran ahead, for example.
+  const history = build([send(1, "5", 100), recv(200, ["5", 1]), send(0, "3", 300), recv(400, ["5", 1], ["3", 0])]);
+  for (const options of [{}, { kills }]) {
+    const result = checkHistory(history, options);
+    expect(result.skippedOnResume).toBe(1);
+    expect(result.violations).toContain("message 3 in R first delivered after id 5: a client resuming after that id would skip it");
+  }
+  // In order, and delivered again (recv does not consume): nothing.
+  expect(checkHistory(build([send(0, "3", 100), recv(200, ["3", 0]), send(1, "5", 300), recv(400, ["3", 0], ["5", 1])])).skippedOnResume).toBe(0);
+});
+
 it("a send stored twice is explained only when a kill undid the first copy before the second", () => {
   // Send 0's first attempt (no answer) stored it as id 1, delivered at 920; the kill lost it
   // with its idempotency record, and the retry after the restart stored it as id 2.

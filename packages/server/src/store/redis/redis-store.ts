@@ -241,7 +241,7 @@ export class RedisRoomStore implements RoomStore {
       let reply = await this.client.duetRecv(...args, touch ? "1" : "0");
       // With write-ack, a recv hands out only messages the replicas have: a send that
       // answered 503 may still be on the master, and one that a failover then loses must
-      // never have been seen (its id would be minted again for another message). The
+      // never have been seen (the reader would hold a message the relay no longer has). The
       // re-read writes (touch), so the WAIT behind it covers every write it observed.
       if (this.writeAck && typeof reply[0] !== "number" && reply.length > 2) reply = await this.change<(string | number)[]>("duetRecv", [...args, "1"]);
       if (reply[0] === Refusal.gone) throw await this.goneError(seat);
