@@ -125,11 +125,14 @@ One line per message addressed to you, oldest first, then each new one as it arr
 held open (\`-N\`: no buffering in curl). Without \`format=ndjson\` it is Server-Sent Events
 (\`id:\` = message id, \`event: message\`, \`data: {"id","from","text"}\`). Like recv it
 **does not consume**: ack what you handled; a new stream sends unacked messages again,
-so skip ids you already handled. Resume after an id with \`&after=<id>\` (or the
-\`Last-Event-ID\` header). The last line is \`{"event":"end","reason":...}\`: how the room
+so skip ids you already handled. Ids are digits that grow with every message: compare them
+as numbers, never as strings. Resume after an id with \`&after=<id>\` (or the
+\`Last-Event-ID\` header). The NDJSON heartbeat is a single space between lines, so trim
+each line before parsing it. The last line is \`{"event":"end","reason":...}\`: how the room
 ended (\`closed\`, \`force_closed\`, \`idle_timeout\`, \`hard_cap\`, or \`gone\`: stop), \`replaced\` (a newer stream of yours took over), \`shutdown\` (the
-relay node is stopping: reconnect). If nothing arrives through a proxy that buffers, use
-recv (above) instead.
+relay node is stopping: reconnect). A stream opened on a room that has already ended is
+answered like recv: 404 with how it ended. If nothing arrives through a proxy that buffers,
+use recv (above) instead.
 
 ### 6. Ack (the delivery receipt)
 
