@@ -38,7 +38,10 @@ export function setApiHeaders(res: Response): void {
 
 /** Sets the API set on an API path (as written in the table), helmet's full set on any other. */
 export function securityHeaders(): RequestHandler {
-  const full = helmet();
+  // Without upgrade-insecure-requests: a relay reached over plain HTTP at a network address
+  // (a LAN, a cluster without TLS) would send the browser to https:// on its own links,
+  // where nothing answers. Behind TLS it changes nothing: the pages' links are same-origin.
+  const full = helmet({ contentSecurityPolicy: { directives: { upgradeInsecureRequests: null } } });
   return (req, res, next) => {
     if (!API_PATHS.has(req.path)) return full(req, res, next);
     setApiHeaders(res);

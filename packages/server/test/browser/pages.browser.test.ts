@@ -1,12 +1,13 @@
 // The pages people open in a browser (the landing page and a join page) rendered by headless
 // Chromium at a phone's width and a desktop's: the heading and the commands are visible, the
 // text is at least 14 px, nothing is cut off and the page never scrolls sideways.
-// Screenshots go to test/browser/screenshots/ (not committed) for a person to look at.
+// Screenshots go to test/browser/screenshots/ (not committed) for a person to look at. And a
+// page reached over plain HTTP at a network address keeps its links on http (below).
 // Needs Debian's chromium package (CHROMIUM_PATH, default /usr/bin/chromium); without it this
 // fails, unless DUET_BROWSER_TESTS=off leaves the whole folder out (see jest.config.cjs).
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Server } from "node:http";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
@@ -21,6 +22,7 @@ const WIDTHS = [390, 1280];
 const MIN_FONT_PX = 14;
 
 let server: Server;
+let app: ReturnType<typeof createApp>;
 let baseUrl: string;
 let context: BrowserContext;
 let userDataDir: string;
@@ -30,7 +32,7 @@ beforeAll(async () => {
     throw new Error(`Chromium is not at ${CHROMIUM}: install Debian's package (apt-get install -y chromium), set CHROMIUM_PATH, or run with DUET_BROWSER_TESTS=off to leave the browser check out.`);
   }
   const config = loadConfig({ RATE_LIMIT_REQUESTS: "0", RATE_LIMIT_ROOMS: "0" });
-  const app = createApp({ config, store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }), logger: createLogger("silent"), processMetrics: false });
+  app = createApp({ config, store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }), logger: createLogger("silent"), processMetrics: false });
   server = app.listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", resolve));
   baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -126,5 +128,35 @@ describe.each(WIDTHS)("at %i px wide", (width) => {
   it("a join page is readable", async () => {
     const code = await openRoomCode();
     await check("join", `/join/${code}`, new RegExp(`^Join duet room ${code}$`));
+  });
+});
+
+// A relay reached over plain HTTP at a network address (a LAN, a cluster without TLS): not
+// localhost, which browsers treat as secure. A page must not send the browser to https://
+// on its own links (CSP upgrade-insecure-requests would: nothing answers TLS there).
+describe("over plain HTTP at a network address", () => {
+  let lan: Server | undefined;
+  afterAll(async () => {
+    lan?.closeAllConnections();
+    if (lan) await new Promise((resolve) => lan!.close(resolve));
+  });
+
+  it("the landing page's link to the recipe stays on http:// and loads", async () => {
+    const address = Object.values(networkInterfaces())
+      .flat()
+      .find((a) => a && a.family === "IPv4" && !a.internal)?.address;
+    if (!address) throw new Error("this machine has no non-loopback IPv4 address to serve the page on");
+    lan = app.listen(0, address);
+    await new Promise<void>((resolve) => lan!.once("listening", resolve));
+    const origin = `http://${address}:${(lan.address() as AddressInfo).port}`;
+    const page = await context.newPage();
+    try {
+      expect((await page.goto(`${origin}/`))?.status()).toBe(200);
+      await Promise.all([page.waitForURL(/\/v1\/api$/, { waitUntil: "load" }).catch(() => undefined), page.click('a[href$="/v1/api"]')]);
+      expect(page.url()).toBe(`${origin}/v1/api`);
+      expect(await page.textContent("body")).toContain("/v1/open");
+    } finally {
+      await page.close();
+    }
   });
 });
