@@ -10,7 +10,7 @@ import { Redis } from "ioredis";
 import { MAX_PENDING_BYTES, MAX_PENDING_MESSAGES } from "@duet/protocol";
 import { defineScripts } from "@duet/server/dist/store/redis/scripts.js";
 import { RedisKeys } from "@duet/server/dist/store/redis/keys.js";
-import { Refusal } from "@duet/server/dist/store/redis/redis-store.js";
+import { refused } from "@duet/server/dist/store/redis/redis-store.js";
 import { RedisWakeupBus } from "@duet/server/dist/realtime/redis-wakeups.js";
 import { mintRoomCode, mintSeatToken } from "@duet/server/dist/store/credentials.js";
 import type { WakeEvent } from "@duet/server/dist/store/room-store.js";
@@ -38,18 +38,12 @@ class Failure extends Error {
     super(`status ${status}`);
   }
 }
-// The scripts' refusals as the HTTP statuses duet answers them with.
-const REFUSAL_STATUS: Record<number, number> = {
-  [Refusal.gone]: 404,
-  [Refusal.wrongToken]: 401,
-  [Refusal.full]: 409,
-  [Refusal.keyConflict]: 409,
-  [Refusal.mailboxFull]: 429,
-  [Refusal.notAnEnvelope]: 400,
-  [Refusal.unread]: 409,
-};
+// A script's refusal answered with the status duet answers it with.
 const check = (status: unknown) => {
-  if (typeof status === "number" && status < 0) throw new Failure(REFUSAL_STATUS[status] ?? 500);
+  if (typeof status === "number" && status < 0) {
+    const error = refused(status) as Error & { status?: number };
+    throw new Failure(error.status ?? 500);
+  }
 };
 
 // The token travels as is and stands in for its hash: no SHA-256, no auth beyond the

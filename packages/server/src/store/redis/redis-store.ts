@@ -30,13 +30,14 @@ import { within } from "../../deadline.js";
 import { defineScripts, scriptSource, type ScriptName } from "./scripts.js";
 
 /**
- * The scripts' refusals (lua/includes/refusals.lua), one meaning each. GONE becomes the 404
- * with how the room ended (goneError); CODE_IN_USE makes open mint another code; the rest
- * are the catalogue's answers, in REFUSED below.
+ * The scripts' refusals (lua/includes/refusals.lua), one meaning each, and the catalogue's
+ * answers to them (refused). A room call's GONE becomes the 404 with how the room ended
+ * (goneError); CODE_IN_USE makes open mint another code.
  */
 export const Refusal = { gone: -1, wrongToken: -2, codeInUse: -3, full: -4, keyConflict: -5, mailboxFull: -6, notAnEnvelope: -7, unread: -8 } as const;
 
 const REFUSED: Record<number, () => ApiError> = {
+  [Refusal.gone]: () => apiError("not_found"),
   [Refusal.wrongToken]: () => apiError("unauthorized", "This token does not hold a seat in this room."),
   [Refusal.full]: () => apiError("full"),
   [Refusal.keyConflict]: () => apiError("idempotency_conflict"),
@@ -45,7 +46,8 @@ const REFUSED: Record<number, () => ApiError> = {
   [Refusal.unread]: () => apiError("unread"),
 };
 
-function refused(status: number): Error {
+/** The error a refusal is answered with (the bare 404 for GONE). */
+export function refused(status: number): Error {
   const make = REFUSED[status];
   return make ? make() : new Error(`unexpected script status ${status}`);
 }
@@ -208,8 +210,7 @@ export class RedisRoomStore implements RoomStore {
     return this.run(async () => {
       const token = mintSeatToken();
       const reply = await this.change<number | [number, number]>("duetJoin", [...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.keys.wakeChannel(code)]);
-      if (reply === Refusal.gone) throw apiError("not_found");
-      if (typeof reply === "number") throw refused(reply);
+      if (typeof reply === "number") throw refused(reply); // GONE: the bare 404, how it ended is for members
       return { code, seat: "b", token, expiresInMs: Number(reply[0]), e2e: Number(reply[1]) === 1 };
     });
   }
