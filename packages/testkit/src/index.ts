@@ -1,4 +1,5 @@
 // @duet/testkit: fixtures the duet packages' tests and benchmarks share.
+export * from "./ask.js";
 export * from "./redis-server.js";
 export * from "./redis-cluster.js";
 export * from "./redis-sentinel.js";

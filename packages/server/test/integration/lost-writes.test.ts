@@ -7,22 +7,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
-import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
+import { ask, spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import type { Reply } from "../support/http-client";
 import { openStream } from "../support/stream-client";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function ask<T>(url: string, question: (redis: Redis) => Promise<T>): Promise<T> {
-  const redis = new Redis(url, { maxRetriesPerRequest: 0 });
-  try {
-    return await question(redis);
-  } finally {
-    redis.disconnect();
-  }
-}
 
 describe("Redis restarts without its latest writes", () => {
   let redis: SpawnedRedis;
@@ -45,7 +35,7 @@ describe("Redis restarts without its latest writes", () => {
     const { client } = target;
     const room = await client.pairedRoom();
     const kept = (await client.send(room.code, room.a, "kept")).body.id as string;
-    expect(await ask(redis.url, (c) => c.save())).toBe("OK");
+    expect(await ask(redis.port, (c) => c.save())).toBe("OK");
     const lost = (await client.send(room.code, room.a, "lost")).body.id as string;
     // The peer reads both, as a client does, and will skip ids it has handled.
     const read = await client.recv(room.code, room.b, 0);
@@ -55,7 +45,7 @@ describe("Redis restarts without its latest writes", () => {
     redis.process.kill("SIGKILL");
     await exited;
     redis = await spawnRedis([], redis.port, { dir });
-    expect(await ask(redis.url, (c) => c.dbsize())).toBeGreaterThan(0);
+    expect(await ask(redis.port, (c) => c.dbsize())).toBeGreaterThan(0);
 
     // The node reconnects by itself; until it has, a send answers 503 and is retried with
     // its key, as a client does.
