@@ -24,7 +24,20 @@
 // REDIS_URL, REDIS_CLUSTER_NODES, HOST, PORT and PUBLIC_URL are always set here, and
 // LOG_LEVEL is at least info (a relay reports its port in its "listening" line).
 import { spawn, spawnSync } from "node:child_process";
-import { accessSync, chmodSync, constants, createWriteStream, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  accessSync,
+  chmodSync,
+  constants,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
@@ -40,7 +53,8 @@ const children = []; // { name, child, stopSignal }
 let dir;
 let stopping = false;
 
-const log = (msg, extra = {}) => process.stderr.write(`[topology] ${msg}${Object.keys(extra).length ? " " + JSON.stringify(extra) : ""}\n`);
+const log = (msg, extra = {}) =>
+  process.stderr.write(`[topology] ${msg}${Object.keys(extra).length ? " " + JSON.stringify(extra) : ""}\n`);
 
 function parseArgs(argv) {
   const out = { replicas: 3, port: 0, maxSeconds: 0, keep: false };
@@ -87,7 +101,9 @@ const which = (bin) =>
 function requireBinary(bin, debPackage) {
   const found = which(bin);
   if (found) return found;
-  throw new Error(`${bin} not found: run \`node infra/scripts/test-prerequisites.mjs\` (or apt-get install -y ${debPackage})`);
+  throw new Error(
+    `${bin} not found: run \`node infra/scripts/test-prerequisites.mjs\` (or apt-get install -y ${debPackage})`,
+  );
 }
 
 /**
@@ -126,7 +142,11 @@ const exited = (child) => child.exitCode !== null || child.signalCode !== null;
 async function waitFor(what, child, check, timeoutMs) {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
-    if (exited(child)) throw Object.assign(new Error(`${what} exited (${child.exitCode ?? child.signalCode}) while starting; its log is printed below`), { exited: true });
+    if (exited(child))
+      throw Object.assign(
+        new Error(`${what} exited (${child.exitCode ?? child.signalCode}) while starting; its log is printed below`),
+        { exited: true },
+      );
     if (Date.now() > deadline) throw new Error(`${what} not ready after ${timeoutMs} ms; its log is printed below`);
     await sleep(100);
   }
@@ -174,11 +194,31 @@ async function onOwnPort(what, fixedPort, attempt) {
 async function startRedis(redisBin) {
   mkdirSync(join(dir, "redis"));
   return onOwnPort("redis-server", 0, async (port) => {
-    const { child, ready } = start("redis", redisBin, [
-      "--port", String(port), "--bind", "127.0.0.1", "--dir", join(dir, "redis"),
-      "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-      "--maxmemory-policy", "noeviction", "--daemonize", "no", "--protected-mode", "yes",
-    ], { logFile: "redis.log" });
+    const { child, ready } = start(
+      "redis",
+      redisBin,
+      [
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        join(dir, "redis"),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--save",
+        "",
+        "--maxmemory-policy",
+        "noeviction",
+        "--daemonize",
+        "no",
+        "--protected-mode",
+        "yes",
+      ],
+      { logFile: "redis.log" },
+    );
     // Ready only when the server on this port is the process we spawned.
     await waitFor("redis-server", child, async () => (await redisPid(port)) === child.pid, 10_000);
     ready();
@@ -189,11 +229,17 @@ async function startRedis(redisBin) {
 /** A relay on port 0: its own "listening" log line says which port it bound. */
 async function startRelay(name, env) {
   const logStream = createWriteStream(join(dir, `${name}.log`), { flags: "a" });
-  const { child, ready } = start(name, process.execPath, [SERVER_MAIN], { env: { ...env, HOST: "127.0.0.1", PORT: "0" }, stdio: ["ignore", "pipe", "pipe"] });
+  const { child, ready } = start(name, process.execPath, [SERVER_MAIN], {
+    env: { ...env, HOST: "127.0.0.1", PORT: "0" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   child.stderr.pipe(logStream, { end: false });
   const address = await new Promise((resolveAddress, reject) => {
     let pending = "";
-    const timer = setTimeout(() => reject(new Error(`${name} did not report its port in 20 s; its log is printed below`)), 20_000);
+    const timer = setTimeout(
+      () => reject(new Error(`${name} did not report its port in 20 s; its log is printed below`)),
+      20_000,
+    );
     const onExit = (code, signal) => {
       clearTimeout(timer);
       reject(new Error(`${name} exited (${code ?? signal}) while starting; its log is printed below`));
@@ -230,7 +276,10 @@ async function startRelay(name, env) {
 /** The relay at this address (which it reported itself) says it is ready. */
 async function relayReady(address) {
   try {
-    const res = await fetch(`http://${address}/readyz`, { signal: AbortSignal.timeout(1000), headers: { "user-agent": "duet/0.1" } });
+    const res = await fetch(`http://${address}/readyz`, {
+      signal: AbortSignal.timeout(1000),
+      headers: { "user-agent": "duet/0.1" },
+    });
     await res.arrayBuffer();
     return res.status === 200;
   } catch {
@@ -244,7 +293,10 @@ async function relayReady(address) {
  */
 async function nginxAnswers(url, accessLog) {
   try {
-    const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000), headers: { "user-agent": "duet/0.1" } });
+    const res = await fetch(`${url}/healthz`, {
+      signal: AbortSignal.timeout(1000),
+      headers: { "user-agent": "duet/0.1" },
+    });
     await res.arrayBuffer();
     const id = res.headers.get("x-request-id") ?? "";
     if (res.status !== 200 || !/^[0-9a-f]{32}$/.test(id)) return false;
@@ -275,7 +327,11 @@ function stopChild({ name, child, stopSignal }, graceMs) {
 
 /** On failure, the end of every log goes to stderr (the directory is removed unless --keep). */
 function dumpLogs() {
-  for (const file of new Set(["redis.log", ...children.filter((c) => c.name.startsWith("relay")).map((c) => `${c.name}.log`), "nginx/error.log"])) {
+  for (const file of new Set([
+    "redis.log",
+    ...children.filter((c) => c.name.startsWith("relay")).map((c) => `${c.name}.log`),
+    "nginx/error.log",
+  ])) {
     const path = join(dir, file);
     if (!existsSync(path)) continue;
     const lines = readFileSync(path, "utf8").trimEnd().split("\n").slice(-15);
@@ -317,7 +373,16 @@ async function main() {
   mkdirSync(join(prefix, "conf/duet"), { recursive: true });
   // The repository's nginx.conf, symlinked so its relative includes resolve here.
   symlinkSync(NGINX_CONF, join(prefix, "conf/nginx.conf"));
-  const nginxArgs = ["-p", `${prefix}/`, "-c", join(prefix, "conf/nginx.conf"), "-e", "stderr", "-g", `daemon off; pid ${join(prefix, "nginx.pid")};`];
+  const nginxArgs = [
+    "-p",
+    `${prefix}/`,
+    "-c",
+    join(prefix, "conf/nginx.conf"),
+    "-e",
+    "stderr",
+    "-g",
+    `daemon off; pid ${join(prefix, "nginx.pid")};`,
+  ];
   // The access log goes to nginx's stdout (as in the container): here, a file (not a
   // socket: nginx opens /dev/stdout for it).
   const accessLog = join(prefix, "access.log");
@@ -325,7 +390,8 @@ async function main() {
     const url = `http://127.0.0.1:${nginxPort}`;
     const env = { ...process.env };
     // One way to reach Redis only (the relay refuses two): this harness's own REDIS_URL.
-    for (const name of ["REDIS_CLUSTER_NODES", "REDIS_SENTINELS", "REDIS_SENTINEL_NAME", "REDIS_WRITE_ACK_REPLICAS"]) delete env[name];
+    for (const name of ["REDIS_CLUSTER_NODES", "REDIS_SENTINELS", "REDIS_SENTINEL_NAME", "REDIS_WRITE_ACK_REPLICAS"])
+      delete env[name];
     Object.assign(env, {
       REDIS_URL: redisUrl,
       TRUST_PROXY: "1",
@@ -335,16 +401,28 @@ async function main() {
       LOG_LEVEL: ["trace", "debug"].includes(process.env.LOG_LEVEL) ? process.env.LOG_LEVEL : "info",
       NODE_ENV: process.env.NODE_ENV ?? "production",
     });
-    const replicas = await Promise.all(Array.from({ length: args.replicas }, (_, i) => startRelay(`relay-${i + 1}`, env)));
+    const replicas = await Promise.all(
+      Array.from({ length: args.replicas }, (_, i) => startRelay(`relay-${i + 1}`, env)),
+    );
     await Promise.all(replicas.map((r) => waitFor(r.name, r.child, () => relayReady(r.address), 20_000)));
-    writeFileSync(join(prefix, "conf/duet/listen.conf"), `# written by infra/local/topology.mjs\nlisten 127.0.0.1:${nginxPort};\n`);
+    writeFileSync(
+      join(prefix, "conf/duet/listen.conf"),
+      `# written by infra/local/topology.mjs\nlisten 127.0.0.1:${nginxPort};\n`,
+    );
     writeFileSync(
       join(prefix, "conf/duet/upstreams.conf"),
       `# written by infra/local/topology.mjs\n${replicas.map((r) => `server ${r.address} max_fails=3 fail_timeout=10s;`).join("\n")}\n`,
     );
-    const check = spawnSync(nginxBin, ["-t", "-q", ...nginxArgs], { encoding: "utf8", timeout: 10_000, stdio: ["ignore", "ignore", "pipe"] });
+    const check = spawnSync(nginxBin, ["-t", "-q", ...nginxArgs], {
+      encoding: "utf8",
+      timeout: 10_000,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     if (check.status !== 0) throw new Error(`nginx -t failed:\n${check.stderr}`);
-    const nginx = start("nginx", nginxBin, nginxArgs, { stdio: ["ignore", openSync(accessLog, "a"), openSync(join(prefix, "error.log"), "a")], stopSignal: "SIGQUIT" });
+    const nginx = start("nginx", nginxBin, nginxArgs, {
+      stdio: ["ignore", openSync(accessLog, "a"), openSync(join(prefix, "error.log"), "a")],
+      stopSignal: "SIGQUIT",
+    });
     try {
       await waitFor("nginx", nginx.child, () => nginxAnswers(url, accessLog), 10_000);
     } catch (err) {
@@ -370,7 +448,11 @@ async function main() {
   };
   process.stdout.write(`${JSON.stringify(ready)}\n`);
   log(`ready: ${url} (${replicas.length} relays, Redis ${redisUrl}); Ctrl-C stops everything`);
-  if (args.maxSeconds > 0) setTimeout(() => (log(`--max-seconds ${args.maxSeconds} reached`), void shutdown(0)), args.maxSeconds * 1000).unref();
+  if (args.maxSeconds > 0)
+    setTimeout(
+      () => (log(`--max-seconds ${args.maxSeconds} reached`), void shutdown(0)),
+      args.maxSeconds * 1000,
+    ).unref();
 }
 
 for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => void shutdown(0));

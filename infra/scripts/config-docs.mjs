@@ -23,9 +23,13 @@ const current = readFileSync(doc, "utf8");
 const expected = withConfigTable(current);
 if (process.argv.includes("--write")) {
   if (expected !== current) writeFileSync(doc, expected);
-  console.log(`config-docs: ${expected === current ? "docs/configuration.md already up to date" : "docs/configuration.md rewritten"}`);
+  console.log(
+    `config-docs: ${expected === current ? "docs/configuration.md already up to date" : "docs/configuration.md rewritten"}`,
+  );
 } else if (expected !== current) {
-  console.error("FAIL docs/configuration.md: the table of variables differs from packages/server/src/config.ts; run `pnpm docs:config`");
+  console.error(
+    "FAIL docs/configuration.md: the table of variables differs from packages/server/src/config.ts; run `pnpm docs:config`",
+  );
   process.exit(1);
 } else {
   console.log("ok   docs/configuration.md: the table of variables matches the config schema");

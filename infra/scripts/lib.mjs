@@ -9,7 +9,10 @@ export function readLimits(root) {
   const source = readFileSync(join(root, "packages/protocol/src/limits.ts"), "utf8");
   const limits = {};
   for (const [, name, expr] of source.matchAll(/export const ([A-Z0-9_]+)\s*=\s*([0-9_*+\s]+);/g)) {
-    const terms = expr.replace(/_/g, "").split("*").map((t) => Number(t.trim()));
+    const terms = expr
+      .replace(/_/g, "")
+      .split("*")
+      .map((t) => Number(t.trim()));
     if (terms.every(Number.isFinite)) limits[name] = terms.reduce((a, b) => a * b, 1);
   }
   for (const name of ["MAX_BODY_BYTES", "MAX_WAIT_MS", "MAX_TEXT_BYTES"]) {
@@ -35,7 +38,8 @@ export function readConfigVariables(root) {
   const built = join(root, "packages/server/dist/config.js");
   if (existsSync(built) && statSync(built).mtimeMs >= statSync(src).mtimeMs) {
     const names = createRequire(built)(built).CONFIG_VARIABLES;
-    if (Array.isArray(names) && names.length) return { names, from: "packages/server/dist/config.js (CONFIG_VARIABLES)" };
+    if (Array.isArray(names) && names.length)
+      return { names, from: "packages/server/dist/config.js (CONFIG_VARIABLES)" };
   }
   const source = readFileSync(src, "utf8");
   const start = source.search(/export const ConfigSchema\s*=\s*z\s*\.object\(\{/);

@@ -30,7 +30,10 @@ try {
     return file;
   });
   const redocly = join(ROOT, "node_modules/.bin/redocly");
-  const run = spawnSync(redocly, ["lint", "--extends", "recommended-strict", ...files], { encoding: "utf8", env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" } });
+  const run = spawnSync(redocly, ["lint", "--extends", "recommended-strict", ...files], {
+    encoding: "utf8",
+    env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" },
+  });
   const output = `${run.stdout}${run.stderr}`;
   if (run.status !== 0) {
     console.error(output);

@@ -18,19 +18,44 @@ import { delimiter, join } from "node:path";
  * present: () => true when it is usable (default: `bin` is on PATH or in an sbin directory).
  */
 const PREREQUISITES = [
-  { name: "redis-server", bin: "redis-server", apt: ["redis-server"], why: "every Redis-backed test spawns its own redis-server" },
-  { name: "redis-cli", bin: "redis-cli", apt: ["redis-tools"], why: "the Redis Cluster tests join their nodes with redis-cli" },
+  {
+    name: "redis-server",
+    bin: "redis-server",
+    apt: ["redis-server"],
+    why: "every Redis-backed test spawns its own redis-server",
+  },
+  {
+    name: "redis-cli",
+    bin: "redis-cli",
+    apt: ["redis-tools"],
+    why: "the Redis Cluster tests join their nodes with redis-cli",
+  },
   { name: "nginx", bin: "nginx", apt: ["nginx"], why: "the topology test puts nginx in front of three relays" },
   { name: "ss", bin: "ss", apt: ["iproute2"], why: "the listen-backlog test reads the relay's listening socket" },
   // DUET_BROWSER_TESTS=off / DUET_COMPOSE_TEST=off leave those tests out, and so these.
   ...(process.env.DUET_BROWSER_TESTS === "off"
     ? []
-    : [{ name: "chromium", bin: "chromium", apt: ["chromium"], why: "the browser test renders the landing and join pages headless", present: () => Boolean(process.env.CHROMIUM_PATH) || which("chromium") !== undefined }]),
+    : [
+        {
+          name: "chromium",
+          bin: "chromium",
+          apt: ["chromium"],
+          why: "the browser test renders the landing and join pages headless",
+          present: () => Boolean(process.env.CHROMIUM_PATH) || which("chromium") !== undefined,
+        },
+      ]),
   // The engine itself is started, and the base images made, by the compose test's own set-up
   // (packages/deploy-tests/docker/docker-env.sh), which also says so in one line each.
   ...(process.env.DUET_COMPOSE_TEST === "off"
     ? []
-    : [{ name: "a Docker engine", bin: "dockerd", apt: ["docker.io", "iptables"], why: "the compose test builds the image and runs docker-compose.yml" }]),
+    : [
+        {
+          name: "a Docker engine",
+          bin: "dockerd",
+          apt: ["docker.io", "iptables"],
+          why: "the compose test builds the image and runs docker-compose.yml",
+        },
+      ]),
 ];
 
 export function which(bin) {
@@ -54,7 +79,12 @@ function aptGet(args) {
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
   // Another install on the machine (a second test run, unattended upgrades) holds dpkg's
   // lock for a while: wait for it rather than fail.
-  const run = spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=600", ...args], { env, encoding: "utf8", stdio: ["ignore", "ignore", "pipe"], timeout: 600_000 });
+  const run = spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=600", ...args], {
+    env,
+    encoding: "utf8",
+    stdio: ["ignore", "ignore", "pipe"],
+    timeout: 600_000,
+  });
   return { ok: run.status === 0, stderr: run.stderr ?? String(run.error ?? "") };
 }
 
@@ -64,7 +94,10 @@ function install(packages) {
   // the tests start their own. policy-rc.d answering 101 is Debian's way to say so.
   const policy = "/usr/sbin/policy-rc.d";
   const ownPolicy = !existsSync(policy);
-  if (ownPolicy) writeFileSync(policy, "#!/bin/sh\n# written by duet's test-prerequisites.mjs while it installs\nexit 101\n", { mode: 0o755 });
+  if (ownPolicy)
+    writeFileSync(policy, "#!/bin/sh\n# written by duet's test-prerequisites.mjs while it installs\nexit 101\n", {
+      mode: 0o755,
+    });
   try {
     const args = ["install", "-y", "-q", "--no-install-recommends", ...packages];
     let result = aptGet(args);

@@ -56,7 +56,10 @@ function parseYaml(text, where) {
 async function unknownFields(value, type, path) {
   if (value === null || value === undefined) return [];
   const array = /^Array<(.+)>$/.exec(type);
-  if (array) return Array.isArray(value) ? (await Promise.all(value.map((v, i) => unknownFields(v, array[1], `${path}[${i}]`)))).flat() : [];
+  if (array)
+    return Array.isArray(value)
+      ? (await Promise.all(value.map((v, i) => unknownFields(v, array[1], `${path}[${i}]`)))).flat()
+      : [];
   if (!/^V\d\w*$/.test(type) || typeof value !== "object") return []; // string, number, IntOrString, maps, any
   let model;
   try {
@@ -108,15 +111,20 @@ for (const file of kustomizations) {
   for (const entry of [...(k.resources ?? []), ...(k.components ?? [])]) {
     const target = resolve(dir, entry);
     if (!existsSync(target)) fail(`${rel(file)}: resource ${entry} does not exist`);
-    else if (statSync(target).isDirectory() && !["kustomization.yaml", "kustomization.yml"].some((n) => existsSync(join(target, n))))
+    else if (
+      statSync(target).isDirectory() &&
+      !["kustomization.yaml", "kustomization.yml"].some((n) => existsSync(join(target, n)))
+    )
       fail(`${rel(file)}: resource ${entry} is a directory without kustomization.yaml`);
     else listed.add(target);
   }
-  for (const patch of k.patches ?? []) if (patch.path && !existsSync(resolve(dir, patch.path))) fail(`${rel(file)}: patch ${patch.path} does not exist`);
+  for (const patch of k.patches ?? [])
+    if (patch.path && !existsSync(resolve(dir, patch.path))) fail(`${rel(file)}: patch ${patch.path} does not exist`);
   ok(`${rel(file)}: ${(k.resources ?? []).length} resources exist`);
 }
 for (const file of yamlFiles) {
-  if (!isKustomization(file) && !listed.has(file)) fail(`${rel(file)} is not listed in any kustomization (dead manifest?)`);
+  if (!isKustomization(file) && !listed.has(file))
+    fail(`${rel(file)} is not listed in any kustomization (dead manifest?)`);
 }
 
 // 2. Each manifest file on its own.
@@ -128,7 +136,9 @@ for (const file of yamlFiles.filter((f) => !isKustomization(f))) {
 const kubectl = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" });
 const rendered = new Map(); // dir -> objects
 if (kubectl.status !== 0) {
-  fail("kubectl not found: it renders the kustomizations (`kubectl kustomize`); install it (Debian: kubernetes-client)");
+  fail(
+    "kubectl not found: it renders the kustomizations (`kubectl kustomize`); install it (Debian: kubernetes-client)",
+  );
 } else {
   for (const file of kustomizations) {
     const dir = dirname(file);
@@ -147,7 +157,14 @@ if (kubectl.status !== 0) {
 const limits = readLimits(ROOT);
 const sets = rendered.size
   ? [...rendered.entries()].map(([dir, objects]) => [`render ${rel(dir)}`, objects])
-  : [[rel(join(K8S, "base")), walk(join(K8S, "base")).filter((f) => /\.ya?ml$/.test(f) && !isKustomization(f)).flatMap((f) => parseYaml(readFileSync(f, "utf8"), rel(f)))]];
+  : [
+      [
+        rel(join(K8S, "base")),
+        walk(join(K8S, "base"))
+          .filter((f) => /\.ya?ml$/.test(f) && !isKustomization(f))
+          .flatMap((f) => parseYaml(readFileSync(f, "utf8"), rel(f))),
+      ],
+    ];
 
 for (const [where, objects] of sets) {
   const find = (kind, name) => objects.find((o) => o.kind === kind && (!name || o.metadata?.name === name));
@@ -162,7 +179,13 @@ for (const [where, objects] of sets) {
   check(deploy.spec.replicas === 3, "Deployment has 3 replicas");
   check(relay.readinessProbe?.httpGet?.path === "/readyz", "readiness probe on /readyz");
   check(relay.livenessProbe?.httpGet?.path === "/healthz", "liveness probe on /healthz");
-  check(relay.resources?.requests?.cpu && relay.resources?.requests?.memory && relay.resources?.limits?.cpu && relay.resources?.limits?.memory, "resource requests and limits set");
+  check(
+    relay.resources?.requests?.cpu &&
+      relay.resources?.requests?.memory &&
+      relay.resources?.limits?.cpu &&
+      relay.resources?.limits?.memory,
+    "resource requests and limits set",
+  );
   const sc = relay.securityContext ?? {};
   check((sc.runAsNonRoot ?? pod.securityContext?.runAsNonRoot) === true, "runs as non-root");
   check(sc.readOnlyRootFilesystem === true, "read-only root filesystem");
@@ -175,9 +198,13 @@ for (const [where, objects] of sets) {
   const exposed = Number(/^EXPOSE\s+(\d+)/m.exec(runtimeStage)?.[1]);
   const ports = relay.ports ?? [];
   const portOf = (p) => (typeof p === "string" ? ports.find((x) => x.name === p)?.containerPort : p);
-  check(imagePort === exposed && ports.some((p) => p.containerPort === imagePort), `container port ${ports.map((p) => p.containerPort).join(",")} is the image's (PORT=${imagePort}, EXPOSE ${exposed})`);
+  check(
+    imagePort === exposed && ports.some((p) => p.containerPort === imagePort),
+    `container port ${ports.map((p) => p.containerPort).join(",")} is the image's (PORT=${imagePort}, EXPOSE ${exposed})`,
+  );
   for (const probe of ["readinessProbe", "livenessProbe", "startupProbe"]) {
-    if (relay[probe]) check(portOf(relay[probe].httpGet?.port) === imagePort, `${probe} reaches the image's port ${imagePort}`);
+    if (relay[probe])
+      check(portOf(relay[probe].httpGet?.port) === imagePort, `${probe} reaches the image's port ${imagePort}`);
   }
   const tmpMount = (relay.volumeMounts ?? []).find((m) => m.mountPath === "/tmp");
   const tmpVolume = (pod.volumes ?? []).find((v) => v.name === tmpMount?.name);
@@ -191,24 +218,42 @@ for (const [where, objects] of sets) {
       const ref = source.configMapRef ?? source.secretRef;
       const obj = find(source.configMapRef ? "ConfigMap" : "Secret", ref.name);
       // The base leaves the Redis Secret to the installation; an overlay must supply it.
-      if (!obj && source.secretRef && !where.includes("/overlays/")) console.log(`note ${where}: Secret ${ref.name} is left to the overlay`);
-      else if (!obj) fail(`${where}: envFrom ${ref.name} is not part of this rendering${ref.optional ? " (optional)" : ""}`);
+      if (!obj && source.secretRef && !where.includes("/overlays/"))
+        console.log(`note ${where}: Secret ${ref.name} is left to the overlay`);
+      else if (!obj)
+        fail(`${where}: envFrom ${ref.name} is not part of this rendering${ref.optional ? " (optional)" : ""}`);
       else keys.push(...Object.keys({ ...obj.data, ...obj.stringData }).map((k) => (source.prefix ?? "") + k));
     }
     const unknown = keys.filter((k) => !known.has(k) && k !== "NODE_ENV" && k !== "NODE_OPTIONS");
-    check(unknown.length === 0, `relay environment (${keys.length} variables) all read by the server${unknown.length ? `; unknown: ${unknown.join(", ")}` : ""}`);
-    check(keys.includes("REDIS_URL") !== keys.includes("REDIS_CLUSTER_NODES") || !keys.includes("REDIS_URL"), "not both REDIS_URL and REDIS_CLUSTER_NODES");
+    check(
+      unknown.length === 0,
+      `relay environment (${keys.length} variables) all read by the server${unknown.length ? `; unknown: ${unknown.join(", ")}` : ""}`,
+    );
+    check(
+      keys.includes("REDIS_URL") !== keys.includes("REDIS_CLUSTER_NODES") || !keys.includes("REDIS_URL"),
+      "not both REDIS_URL and REDIS_CLUSTER_NODES",
+    );
   }
 
   const preStop = relay.lifecycle?.preStop;
-  const preStopSeconds = preStop?.sleep?.seconds ?? Number(/^sleep$/.test(preStop?.exec?.command?.[0] ?? "") ? preStop.exec.command[1] : NaN);
+  const preStopSeconds =
+    preStop?.sleep?.seconds ??
+    Number(/^sleep$/.test(preStop?.exec?.command?.[0] ?? "") ? preStop.exec.command[1] : NaN);
   check(Number.isFinite(preStopSeconds) && preStopSeconds > 0, `preStop pause (${preStopSeconds} s)`);
-  const configMaps = (relay.envFrom ?? []).map((e) => e.configMapRef?.name).filter(Boolean).map((n) => find("ConfigMap", n));
-  const envValue = (name) => relay.env?.find((e) => e.name === name)?.value ?? configMaps.map((c) => c?.data?.[name]).find((v) => v !== undefined);
+  const configMaps = (relay.envFrom ?? [])
+    .map((e) => e.configMapRef?.name)
+    .filter(Boolean)
+    .map((n) => find("ConfigMap", n));
+  const envValue = (name) =>
+    relay.env?.find((e) => e.name === name)?.value ??
+    configMaps.map((c) => c?.data?.[name]).find((v) => v !== undefined);
   const drain = Number(envValue("SHUTDOWN_DRAIN_SECONDS") ?? 10);
   const longPoll = limits.MAX_WAIT_MS / 1000;
   const grace = pod.terminationGracePeriodSeconds ?? 30;
-  check(grace > preStopSeconds + drain + longPoll, `terminationGracePeriodSeconds ${grace} > preStop ${preStopSeconds} + drain ${drain} + long-poll ${longPoll}`);
+  check(
+    grace > preStopSeconds + drain + longPoll,
+    `terminationGracePeriodSeconds ${grace} > preStop ${preStopSeconds} + drain ${drain} + long-poll ${longPoll}`,
+  );
 
   const service = find("Service", "duet-relay");
   check(service && (service.spec.sessionAffinity ?? "None") === "None", "Service without session affinity");
@@ -224,15 +269,32 @@ for (const [where, objects] of sets) {
   const body = parseNginxSize(ann["nginx.ingress.kubernetes.io/proxy-body-size"] ?? "1m");
   check(read >= 60 && read > longPoll, `Ingress proxy-read-timeout ${read} s >= 60 and > ${longPoll} s long-poll`);
   check(send >= 60, `Ingress proxy-send-timeout ${send} s >= 60`);
-  check(body > limits.MAX_BODY_BYTES, `Ingress proxy-body-size ${body} bytes > relay body limit ${limits.MAX_BODY_BYTES}`);
+  check(
+    body > limits.MAX_BODY_BYTES,
+    `Ingress proxy-body-size ${body} bytes > relay body limit ${limits.MAX_BODY_BYTES}`,
+  );
   check(!Object.keys(ann).some((k) => /affinity|upstream-hash-by/.test(k)), "Ingress without affinity or hashing");
 
   const policy = find("NetworkPolicy");
   const redisSelector = policy?.spec?.podSelector?.matchLabels?.["app.kubernetes.io/name"];
-  const fromRelay = policy?.spec?.ingress?.every((rule) => rule.from?.length && rule.from.every((f) => f.podSelector?.matchLabels?.["app.kubernetes.io/name"] === "duet-relay" && !f.namespaceSelector && !f.ipBlock));
-  check(redisSelector === "duet-redis" && policy.spec.policyTypes?.includes("Ingress") && fromRelay, "NetworkPolicy: only relay pods reach Redis");
+  const fromRelay = policy?.spec?.ingress?.every(
+    (rule) =>
+      rule.from?.length &&
+      rule.from.every(
+        (f) =>
+          f.podSelector?.matchLabels?.["app.kubernetes.io/name"] === "duet-relay" && !f.namespaceSelector && !f.ipBlock,
+      ),
+  );
+  check(
+    redisSelector === "duet-redis" && policy.spec.policyTypes?.includes("Ingress") && fromRelay,
+    "NetworkPolicy: only relay pods reach Redis",
+  );
   const redis = find("StatefulSet", "duet-redis") ?? find("Deployment", "duet-redis");
-  if (redis) check(redis.spec.template.metadata.labels["app.kubernetes.io/name"] === redisSelector, "the in-cluster Redis is covered by the NetworkPolicy");
+  if (redis)
+    check(
+      redis.spec.template.metadata.labels["app.kubernetes.io/name"] === redisSelector,
+      "the in-cluster Redis is covered by the NetworkPolicy",
+    );
 }
 
 console.log(failures ? `\nvalidate-k8s: ${failures} problem(s)` : "\nvalidate-k8s: all manifests valid");

@@ -8,7 +8,12 @@ module.exports = {
   verbose: false,
   cacheDirectory: "<rootDir>/../../node_modules/.cache/jest", // not in the temp dir
   roots: ["<rootDir>/test"],
-  transform: { "^.+\\.ts$": ["@swc/jest", { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } }] },
+  transform: {
+    "^.+\\.ts$": [
+      "@swc/jest",
+      { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } },
+    ],
+  },
   moduleNameMapper: {
     "^@duet/testkit$": "<rootDir>/../testkit/src/index.ts", // shared fixtures, from source
     "^(\\.{1,2}/.*)\\.js$": "$1",

@@ -15,7 +15,12 @@ module.exports = {
   verbose: false,
   cacheDirectory: "<rootDir>/../../node_modules/.cache/jest", // not in the temp dir
   roots: ["<rootDir>/test"],
-  transform: { "^.+\\.ts$": ["@swc/jest", { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } }] },
+  transform: {
+    "^.+\\.ts$": [
+      "@swc/jest",
+      { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } },
+    ],
+  },
   moduleNameMapper: { "^(\\.{1,2}/.*)\\.js$": "$1" },
   testPathIgnorePatterns: composeOff ? ["/node_modules/", "/compose\\.test\\.ts$"] : ["/node_modules/"],
   globalSetup: composeOff ? undefined : "<rootDir>/test/support/docker-setup.ts",

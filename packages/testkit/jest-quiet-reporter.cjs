@@ -12,7 +12,11 @@ const { relative } = require("node:path");
 
 const FIGURES = process.env.DUET_FIGURES === "1";
 
-const indent = (text, by) => text.split("\n").map((line) => by + line).join("\n");
+const indent = (text, by) =>
+  text
+    .split("\n")
+    .map((line) => by + line)
+    .join("\n");
 
 function consoleText(entries) {
   return (entries ?? [])
@@ -58,16 +62,21 @@ class QuietReporter {
   onRunComplete(_contexts, results) {
     if (this.tty) process.stderr.write("\r\x1b[K");
     const seconds = ((Date.now() - results.startTime) / 1000).toFixed(1);
-    const failedFiles = results.testResults.filter((r) => r.numFailingTests > 0 || r.testExecError !== undefined || r.failureMessage);
+    const failedFiles = results.testResults.filter(
+      (r) => r.numFailingTests > 0 || r.testExecError !== undefined || r.failureMessage,
+    );
     const counts = [
       results.numFailedTests && `${results.numFailedTests} failed`,
       results.numPassedTests && `${results.numPassedTests} passed`,
       results.numPendingTests + results.numTodoTests && `${results.numPendingTests + results.numTodoTests} skipped`,
     ].filter(Boolean);
-    const files = failedFiles.length ? `${failedFiles.length} of ${results.numTotalTestSuites} files failed` : `${results.numTotalTestSuites} file${results.numTotalTestSuites === 1 ? "" : "s"}`;
+    const files = failedFiles.length
+      ? `${failedFiles.length} of ${results.numTotalTestSuites} files failed`
+      : `${results.numTotalTestSuites} file${results.numTotalTestSuites === 1 ? "" : "s"}`;
     process.stderr.write(`Tests: ${counts.join(", ") || "none"} (${files}, ${seconds} s)\n`);
     for (const r of failedFiles) process.stderr.write(`  failed: ${relative(this.rootDir, r.testFilePath)}\n`);
-    if (results.numRuntimeErrorTestSuites > 0 && failedFiles.length === 0) process.stderr.write("  a test file could not run: see above\n");
+    if (results.numRuntimeErrorTestSuites > 0 && failedFiles.length === 0)
+      process.stderr.write("  a test file could not run: see above\n");
   }
 
   getLastError() {

@@ -19,20 +19,30 @@ async function main(): Promise<void> {
   const servers: ServerProcess[] = [];
   try {
     const targets = {
-      current: await startServer("duet (current)", "duet-node.js", { env: duetEnv(redis.url, { REDIS_KEY_PREFIX: "cur:" }) }),
-      baseline: await startServer("duet (baseline)", "duet-node.js", { env: duetEnv(redis.url, { REDIS_KEY_PREFIX: "base:", DUET_SERVER_DIST: resolve(baseline) }) }),
-      express: await startServer("bare Express", "ceiling-node.js", { args: ["express"], env: { REDIS_URL: redis.url } }),
+      current: await startServer("duet (current)", "duet-node.js", {
+        env: duetEnv(redis.url, { REDIS_KEY_PREFIX: "cur:" }),
+      }),
+      baseline: await startServer("duet (baseline)", "duet-node.js", {
+        env: duetEnv(redis.url, { REDIS_KEY_PREFIX: "base:", DUET_SERVER_DIST: resolve(baseline) }),
+      }),
+      express: await startServer("bare Express", "ceiling-node.js", {
+        args: ["express"],
+        env: { REDIS_URL: redis.url },
+      }),
     };
     servers.push(...Object.values(targets));
     const names = Object.keys(targets) as (keyof typeof targets)[];
     const results: Record<string, CycleResult[]> = { current: [], baseline: [], express: [] };
     // One warm-up round, not counted.
-    for (const t of names) await runCycle(targets[t].url, rooms, { warmupMs: 500, measureMs: 1000, server: targets[t] });
+    for (const t of names)
+      await runCycle(targets[t].url, rooms, { warmupMs: 500, measureMs: 1000, server: targets[t] });
     for (let round = 0; round < rounds; round++) {
       for (const t of [...names.slice(round % 3), ...names.slice(0, round % 3)]) {
         results[t]!.push(await runCycle(targets[t].url, rooms, { warmupMs: 500, measureMs: 2000, server: targets[t] }));
       }
-      process.stderr.write(`round ${round + 1}/${rounds}: ${names.map((t) => `${t} ${results[t]!.at(-1)!.messagesPerSecond.toFixed(0)} msg/s ${results[t]!.at(-1)!.serverCpuUsPerMessage!.toFixed(0)} us/msg`).join(", ")}\n`);
+      process.stderr.write(
+        `round ${round + 1}/${rounds}: ${names.map((t) => `${t} ${results[t]!.at(-1)!.messagesPerSecond.toFixed(0)} msg/s ${results[t]!.at(-1)!.serverCpuUsPerMessage!.toFixed(0)} us/msg`).join(", ")}\n`,
+      );
     }
     const perRound = (f: (i: number) => number) => median(Array.from({ length: rounds }, (_, i) => f(i)));
     const cpu = (t: string, i: number) => results[t]![i]!.serverCpuUsPerMessage!;

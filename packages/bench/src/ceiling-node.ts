@@ -25,7 +25,12 @@ const RECHECK_MS = 150_000; // duet's default WAKE_RECHECK_SECONDS (a 25 s recv 
 export const WAKE_CHANNEL = "bench:wake";
 
 // The same connection settings as duet's command and subscriber clients where they matter.
-const redis = new Redis(redisUrl, { connectionName: "ceiling", enableAutoPipelining: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+const redis = new Redis(redisUrl, {
+  connectionName: "ceiling",
+  enableAutoPipelining: true,
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+});
 const subscriber = new Redis(redisUrl, { connectionName: "ceiling", enableOfflineQueue: false });
 defineScripts(redis);
 const keys = new RedisKeys(prefix);
@@ -53,7 +58,15 @@ async function openRoom(): Promise<Json> {
     const code = mintRoomCode();
     const token = mintSeatToken();
     // The relay's defaults: the ending record kept 10 minutes, a plain (not encrypted) room.
-    const expires = await redis.duetOpen(...keys.room(code), keys.tallyFor(code), token, IDLE_MS, IDLE_MS, ENDING_KEEP_MS, "0");
+    const expires = await redis.duetOpen(
+      ...keys.room(code),
+      keys.tallyFor(code),
+      token,
+      IDLE_MS,
+      IDLE_MS,
+      ENDING_KEEP_MS,
+      "0",
+    );
     if (expires >= 0) return { code, seat: "a", token, expires_in: Math.ceil(expires / 1000) };
   }
 }
@@ -66,7 +79,19 @@ async function joinRoom(code: string): Promise<Json> {
 }
 
 async function send(code: string, token: string, text: string): Promise<Json> {
-  const [status, id] = await redis.duetSend(...keys.room(code), keys.tallyFor(code), token, IDLE_MS, text, "", "", MAX_PENDING_MESSAGES, MAX_PENDING_BYTES, keys.wakeChannel(code), "0");
+  const [status, id] = await redis.duetSend(
+    ...keys.room(code),
+    keys.tallyFor(code),
+    token,
+    IDLE_MS,
+    text,
+    "",
+    "",
+    MAX_PENDING_MESSAGES,
+    MAX_PENDING_BYTES,
+    keys.wakeChannel(code),
+    "0",
+  );
   check(status);
   return { id };
 }
@@ -132,9 +157,16 @@ async function ack(code: string, token: string, ids: string[]): Promise<Json> {
 const bearer = (header: string | undefined) => (header ?? "").slice(7);
 
 /** The five room calls, shared by both ceilings: (path, body or query, token) to an answer. */
-async function answer(method: string, path: string, input: Json, token: string, aborted: () => boolean): Promise<Json | undefined> {
+async function answer(
+  method: string,
+  path: string,
+  input: Json,
+  token: string,
+  aborted: () => boolean,
+): Promise<Json | undefined> {
   if (method === "POST" && path === "/v1/send") return send(String(input.code), token, String(input.text));
-  if (method === "GET" && path === "/v1/recv") return recv(String(input.code), token, input.wait === undefined ? 25_000 : Number(input.wait), aborted);
+  if (method === "GET" && path === "/v1/recv")
+    return recv(String(input.code), token, input.wait === undefined ? 25_000 : Number(input.wait), aborted);
   if (method === "POST" && path === "/v1/ack") return ack(String(input.code), token, input.ids as string[]);
   if (method === "POST" && path === "/v1/open") return openRoom();
   if (method === "POST" && path === "/v1/join") return joinRoom(String(input.code));
@@ -156,7 +188,10 @@ function startHttp() {
         (body) => {
           if (body === undefined || res.destroyed) return;
           const json = JSON.stringify(body);
-          res.writeHead(200, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(json) });
+          res.writeHead(200, {
+            "content-type": "application/json; charset=utf-8",
+            "content-length": Buffer.byteLength(json),
+          });
           res.end(json);
         },
         (error: unknown) => {
@@ -210,14 +245,21 @@ async function startWake() {
         waiting = held.size;
       });
     } else {
-      redis.spublish(WAKE_CHANNEL, id).then(() => res.writeHead(200, { "content-length": 2 }).end("{}"), () => res.writeHead(500).end());
+      redis.spublish(WAKE_CHANNEL, id).then(
+        () => res.writeHead(200, { "content-length": 2 }).end("{}"),
+        () => res.writeHead(500).end(),
+      );
     }
   });
 }
 
 async function main(): Promise<void> {
   // No offline queue (as in duet): both connections must be up before the first request.
-  await Promise.all([redis, subscriber].map((c) => (c.status === "ready" ? undefined : new Promise((resolve) => c.once("ready", resolve)))));
+  await Promise.all(
+    [redis, subscriber].map((c) =>
+      c.status === "ready" ? undefined : new Promise((resolve) => c.once("ready", resolve)),
+    ),
+  );
   const server = mode === "wake" ? await startWake() : mode === "express" ? startExpress() : startHttp();
   server.keepAliveTimeout = 65_000;
   server.listen(0, "127.0.0.1");

@@ -15,8 +15,28 @@ import { median } from "./stats.js";
 
 const smoke = process.argv.includes("--smoke");
 const PLAN = smoke
-  ? { levels: [1, 4], warmupMs: 200, measureMs: 500, rounds: 1, roundMs: 500, wakes: 30, capacity: [200], capacityWindowMs: 1000, lives: 10 }
-  : { levels: [1, 2, 4, 8, 16, 32, 64, 128, 256], warmupMs: 500, measureMs: 2000, rounds: 7, roundMs: 2000, wakes: 1000, capacity: [1000, 5000, 10000], capacityWindowMs: 6000, lives: 300 };
+  ? {
+      levels: [1, 4],
+      warmupMs: 200,
+      measureMs: 500,
+      rounds: 1,
+      roundMs: 500,
+      wakes: 30,
+      capacity: [200],
+      capacityWindowMs: 1000,
+      lives: 10,
+    }
+  : {
+      levels: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+      warmupMs: 500,
+      measureMs: 2000,
+      rounds: 7,
+      roundMs: 2000,
+      wakes: 1000,
+      capacity: [1000, 5000, 10000],
+      capacityWindowMs: 6000,
+      lives: 300,
+    };
 const TARGETS: Target[] = ["duet", "express", "http"];
 
 // A smoke run (part of `pnpm test`) says one line when it passes; its progress lines and
@@ -48,8 +68,14 @@ async function main(): Promise<void> {
     const redisVersion = /redis_version:(\S+)/.exec(await redis.client.info("server"))?.[1] ?? "?";
     log(`redis ${redisVersion} at ${redis.url}; pinning ${pinningWorks() ? "on" : "off"}`);
     const duet = await startServer("duet", "duet-node.js", { env: duetEnv(redis.url) });
-    const express = await startServer("bare Express", "ceiling-node.js", { args: ["express"], env: { REDIS_URL: redis.url } });
-    const http = await startServer("bare node:http", "ceiling-node.js", { args: ["http"], env: { REDIS_URL: redis.url } });
+    const express = await startServer("bare Express", "ceiling-node.js", {
+      args: ["express"],
+      env: { REDIS_URL: redis.url },
+    });
+    const http = await startServer("bare node:http", "ceiling-node.js", {
+      args: ["http"],
+      env: { REDIS_URL: redis.url },
+    });
     servers.push(duet, express, http);
     const origin: Record<Target, string> = { duet: duet.url, express: express.url, http: http.url };
     const process_: Record<Target, ServerProcess> = { duet, express, http };
@@ -64,7 +90,11 @@ async function main(): Promise<void> {
       if (active.length === 0) break;
       // Rotate the order so no server always runs right after another's load.
       for (const t of [...active.slice(index % active.length), ...active.slice(0, index % active.length)]) {
-        const result = await runCycle(origin[t], rooms, { warmupMs: PLAN.warmupMs, measureMs: PLAN.measureMs, server: process_[t] });
+        const result = await runCycle(origin[t], rooms, {
+          warmupMs: PLAN.warmupMs,
+          measureMs: PLAN.measureMs,
+          server: process_[t],
+        });
         const best = Math.max(0, ...sweep[t].map((c) => c.messagesPerSecond));
         flat[t] = result.messagesPerSecond > best * 1.05 ? 0 : flat[t] + 1;
         sweep[t].push(result);
@@ -82,9 +112,17 @@ async function main(): Promise<void> {
     const perRound: Record<Target, CycleResult[]> = { duet: [], express: [], http: [] };
     for (let round = 0; round < PLAN.rounds; round++) {
       for (const t of [...TARGETS.slice(round % 3), ...TARGETS.slice(0, round % 3)]) {
-        perRound[t].push(await runCycle(origin[t], roundRooms, { warmupMs: PLAN.warmupMs, measureMs: PLAN.roundMs, server: process_[t] }));
+        perRound[t].push(
+          await runCycle(origin[t], roundRooms, {
+            warmupMs: PLAN.warmupMs,
+            measureMs: PLAN.roundMs,
+            server: process_[t],
+          }),
+        );
       }
-      log(`round ${round + 1}/${PLAN.rounds} at ${roundRooms} rooms: ${TARGETS.map((t) => `${t} ${perRound[t].at(-1)!.messagesPerSecond.toFixed(0)}`).join(", ")} msg/s`);
+      log(
+        `round ${round + 1}/${PLAN.rounds} at ${roundRooms} rooms: ${TARGETS.map((t) => `${t} ${perRound[t].at(-1)!.messagesPerSecond.toFixed(0)}`).join(", ")} msg/s`,
+      );
     }
     const summary = (t: Target) => ({
       messagesPerSecond: median(perRound[t].map((c) => c.messagesPerSecond)),
@@ -98,9 +136,14 @@ async function main(): Promise<void> {
       ratioToHttp: median(perRound[t].map((c, i) => c.messagesPerSecond / perRound.http[i]!.messagesPerSecond)),
       all: perRound[t].map((c) => Math.round(c.messagesPerSecond)),
     });
-    const rounds = { rooms: roundRooms, count: PLAN.rounds, perTarget: { duet: summary("duet"), express: summary("express"), http: summary("http") } };
+    const rounds = {
+      rooms: roundRooms,
+      count: PLAN.rounds,
+      perTarget: { duet: summary("duet"), express: summary("express"), http: summary("http") },
+    };
     // Per-round ratios, then their median: each round's three runs saw the same noise.
-    const ratioIn = (other: Target) => median(perRound.duet.map((c, i) => c.messagesPerSecond / perRound[other][i]!.messagesPerSecond));
+    const ratioIn = (other: Target) =>
+      median(perRound.duet.map((c, i) => c.messagesPerSecond / perRound[other][i]!.messagesPerSecond));
     const ratios = {
       toExpress: ratioIn("express"),
       toHttp: ratioIn("http"),
@@ -108,8 +151,17 @@ async function main(): Promise<void> {
       peakToHttp: peak.duet.messagesPerSecond / peak.http.messagesPerSecond,
       // CPU per message is steadier than throughput on a machine with CPU steal: it is the
       // inverse of the throughput a saturated core would reach.
-      cpuToExpress: median(perRound.duet.map((c, i) => (perRound.express[i]!.serverCpuUsPerMessage ?? Number.NaN) / (c.serverCpuUsPerMessage ?? Number.NaN))),
-      cpuToHttp: median(perRound.duet.map((c, i) => (perRound.http[i]!.serverCpuUsPerMessage ?? Number.NaN) / (c.serverCpuUsPerMessage ?? Number.NaN))),
+      cpuToExpress: median(
+        perRound.duet.map(
+          (c, i) =>
+            (perRound.express[i]!.serverCpuUsPerMessage ?? Number.NaN) / (c.serverCpuUsPerMessage ?? Number.NaN),
+        ),
+      ),
+      cpuToHttp: median(
+        perRound.duet.map(
+          (c, i) => (perRound.http[i]!.serverCpuUsPerMessage ?? Number.NaN) / (c.serverCpuUsPerMessage ?? Number.NaN),
+        ),
+      ),
     };
 
     // ---- 4: Redis cost, on a Redis and a node of its own --------------------------------------
@@ -151,12 +203,20 @@ async function main(): Promise<void> {
     } finally {
       await costRedis.stop();
     }
-    log(`redis cost: ${[...quiet, underLoad].map((c) => `${c.shape}: ${c.roundTripsTotal.toFixed(2)} trips`).join("; ")}`);
+    log(
+      `redis cost: ${[...quiet, underLoad].map((c) => `${c.shape}: ${c.roundTripsTotal.toFixed(2)} trips`).join("; ")}`,
+    );
 
     // ---- 2: wake latency ---------------------------------------------------------------------
     const duetB = await startServer("duet B", "duet-node.js", { env: duetEnv(redis.url) });
-    const holder = await startServer("wake holder", "ceiling-node.js", { args: ["wake"], env: { REDIS_URL: redis.url } });
-    const publisher = await startServer("wake publisher", "ceiling-node.js", { args: ["wake"], env: { REDIS_URL: redis.url } });
+    const holder = await startServer("wake holder", "ceiling-node.js", {
+      args: ["wake"],
+      env: { REDIS_URL: redis.url },
+    });
+    const publisher = await startServer("wake publisher", "ceiling-node.js", {
+      args: ["wake"],
+      env: { REDIS_URL: redis.url },
+    });
     servers.push(duetB, holder, publisher);
     // Interleaved in blocks, so a noisy minute does not land on one path only.
     const blocks = Math.max(1, Math.round(PLAN.wakes / 100));
@@ -167,9 +227,16 @@ async function main(): Promise<void> {
       await bareWakes(holder, per, { publisher }, samples.bareHttp);
       await bareWakes(holder, per, { redis: redis.client }, samples.bareDirect);
     }
-    const wake = { duet: summarizeWakes(samples.duet), bareHttp: summarizeWakes(samples.bareHttp), bareDirect: summarizeWakes(samples.bareDirect), p99Ratio: 0 };
+    const wake = {
+      duet: summarizeWakes(samples.duet),
+      bareHttp: summarizeWakes(samples.bareHttp),
+      bareDirect: summarizeWakes(samples.bareDirect),
+      p99Ratio: 0,
+    };
     wake.p99Ratio = wake.duet.p99Ms / wake.bareHttp.p99Ms;
-    log(`wake p50/p99 ms: duet ${wake.duet.p50Ms.toFixed(2)}/${wake.duet.p99Ms.toFixed(2)}, bare ${wake.bareHttp.p50Ms.toFixed(2)}/${wake.bareHttp.p99Ms.toFixed(2)}, direct ${wake.bareDirect.p50Ms.toFixed(2)}/${wake.bareDirect.p99Ms.toFixed(2)}`);
+    log(
+      `wake p50/p99 ms: duet ${wake.duet.p50Ms.toFixed(2)}/${wake.duet.p99Ms.toFixed(2)}, bare ${wake.bareHttp.p50Ms.toFixed(2)}/${wake.bareHttp.p99Ms.toFixed(2)}, direct ${wake.bareDirect.p50Ms.toFixed(2)}/${wake.bareDirect.p99Ms.toFixed(2)}`,
+    );
     await stopAll();
 
     // ---- 3: capacity -------------------------------------------------------------------------
@@ -177,7 +244,9 @@ async function main(): Promise<void> {
     for (const n of PLAN.capacity) {
       const result = await runCapacity(redis.url, redis.client, n, PLAN.capacityWindowMs);
       capacity.push(result);
-      log(`capacity ${n}: ${result.rssPerWaitingKb.toFixed(1)} KB RSS each, eld p99 ${result.eldP99Ms.toFixed(1)} ms, redis connections ${result.redisConnectionsAt0}/${result.redisConnectionsAtN}`);
+      log(
+        `capacity ${n}: ${result.rssPerWaitingKb.toFixed(1)} KB RSS each, eld p99 ${result.eldP99Ms.toFixed(1)} ms, redis connections ${result.redisConnectionsAt0}/${result.redisConnectionsAtN}`,
+      );
     }
 
     // ---- targets -----------------------------------------------------------------------------
@@ -202,11 +271,36 @@ async function main(): Promise<void> {
           `${underLoad.roundTripsTotal.toFixed(2)} under load; ${limitedLife?.roundTripsTotal.toFixed(2)} with the per-IP rate limits on`,
         met: readyLife.roundTripsTotal <= 3.001 && waitingLife.roundTripsTotal <= 4.001,
       },
-      { target: "cross-node wake p50", goal: "< 1 ms", measured: `${wake.duet.p50Ms.toFixed(2)} ms`, met: wake.duet.p50Ms < 1 },
-      { target: "cross-node wake p99", goal: "< 1.5 x bare node:http wake p99", measured: `${wake.p99Ratio.toFixed(2)} x (${wake.duet.p99Ms.toFixed(2)} vs ${wake.bareHttp.p99Ms.toFixed(2)} ms)`, met: wake.p99Ratio < 1.5 },
-      { target: `RSS per waiting recv at ${largest.waiting}`, goal: "<= 16 KB", measured: `${largest.rssPerWaitingKb.toFixed(1)} KB`, met: largest.rssPerWaitingKb <= 16 },
-      { target: `Redis connections per node at ${largest.waiting}`, goal: "<= 3", measured: String(largest.redisConnectionsAtN), met: largest.redisConnectionsAtN <= 3 },
-      { target: `event-loop delay p99 at ${largest.waiting} waiting`, goal: "< 20 ms", measured: `${largest.eldP99Ms.toFixed(1)} ms`, met: largest.eldP99Ms < 20 },
+      {
+        target: "cross-node wake p50",
+        goal: "< 1 ms",
+        measured: `${wake.duet.p50Ms.toFixed(2)} ms`,
+        met: wake.duet.p50Ms < 1,
+      },
+      {
+        target: "cross-node wake p99",
+        goal: "< 1.5 x bare node:http wake p99",
+        measured: `${wake.p99Ratio.toFixed(2)} x (${wake.duet.p99Ms.toFixed(2)} vs ${wake.bareHttp.p99Ms.toFixed(2)} ms)`,
+        met: wake.p99Ratio < 1.5,
+      },
+      {
+        target: `RSS per waiting recv at ${largest.waiting}`,
+        goal: "<= 16 KB",
+        measured: `${largest.rssPerWaitingKb.toFixed(1)} KB`,
+        met: largest.rssPerWaitingKb <= 16,
+      },
+      {
+        target: `Redis connections per node at ${largest.waiting}`,
+        goal: "<= 3",
+        measured: String(largest.redisConnectionsAtN),
+        met: largest.redisConnectionsAtN <= 3,
+      },
+      {
+        target: `event-loop delay p99 at ${largest.waiting} waiting`,
+        goal: "< 20 ms",
+        measured: `${largest.eldP99Ms.toFixed(1)} ms`,
+        met: largest.eldP99Ms < 20,
+      },
     ];
 
     const results: RunResults = {
@@ -231,7 +325,10 @@ async function main(): Promise<void> {
     const table = markdown(results);
     writeFileSync(join(dir, "latest.json"), `${JSON.stringify(results, null, 2)}\n`);
     writeFileSync(join(dir, "latest.md"), `# duet benchmark results\n\n${table}`);
-    writeFileSync(join(dir, "chart.svg"), chart(sweep, `duet vs its stack's ceilings, message cycle (${results.meta.date.slice(0, 10)}, ${machine()})`));
+    writeFileSync(
+      join(dir, "chart.svg"),
+      chart(sweep, `duet vs its stack's ceilings, message cycle (${results.meta.date.slice(0, 10)}, ${machine()})`),
+    );
     if (quiet) kept.push(`${table}\n`);
     else process.stdout.write(`${table}\n`);
     // The harness must not rot quietly: any failed call or an empty measurement fails the run.
@@ -239,7 +336,10 @@ async function main(): Promise<void> {
     const broken = cycles.filter((c) => c.errors > 0 || c.messages === 0);
     if (broken.length > 0) throw new Error(`${broken.length} message-cycle runs had errors or delivered nothing`);
     log(`done in ${results.meta.seconds} s; wrote ${dir}`);
-    if (quiet) process.stderr.write(`bench smoke: every scenario ran in ${results.meta.seconds} s (figures: ${join(dir, "latest.md")}; DUET_FIGURES=1 prints them)\n`);
+    if (quiet)
+      process.stderr.write(
+        `bench smoke: every scenario ran in ${results.meta.seconds} s (figures: ${join(dir, "latest.md")}; DUET_FIGURES=1 prints them)\n`,
+      );
   } finally {
     await stopAll();
     await redis.stop();

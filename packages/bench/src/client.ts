@@ -39,13 +39,26 @@ export class RelayClient {
     });
   }
 
-  async call<T>(method: "GET" | "POST", path: string, body?: unknown, token?: string, signal?: AbortSignal): Promise<T> {
+  async call<T>(
+    method: "GET" | "POST",
+    path: string,
+    body?: unknown,
+    token?: string,
+    signal?: AbortSignal,
+  ): Promise<T> {
     const headers: Record<string, string> = { "user-agent": USER_AGENT };
     if (token) headers.authorization = `Bearer ${token}`;
     if (body !== undefined) headers["content-type"] = "application/json";
-    const response = await this.pool.request({ method, path, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+    const response = await this.pool.request({
+      method,
+      path,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+    });
     const text = await response.body.text();
-    if (response.statusCode !== 200) throw new HttpError(response.statusCode, `${method} ${path}: ${text.slice(0, 200)}`);
+    if (response.statusCode !== 200)
+      throw new HttpError(response.statusCode, `${method} ${path}: ${text.slice(0, 200)}`);
     return JSON.parse(text) as T;
   }
 
@@ -64,7 +77,13 @@ export class RelayClient {
   }
 
   async recv(seat: Seat, waitMs: number, signal?: AbortSignal): Promise<Message[]> {
-    const reply = await this.call<{ messages: Message[] }>("GET", `/v1/recv?code=${seat.code}&wait=${waitMs}`, undefined, seat.token, signal);
+    const reply = await this.call<{ messages: Message[] }>(
+      "GET",
+      `/v1/recv?code=${seat.code}&wait=${waitMs}`,
+      undefined,
+      seat.token,
+      signal,
+    );
     return reply.messages;
   }
 

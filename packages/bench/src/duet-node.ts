@@ -20,14 +20,21 @@ async function main(): Promise<void> {
   // startRelay does not hand out the app; the server's request listener is that app.
   const app = relay.server.listeners("request")[0] as DuetApp;
   // Waiting recvs and open streams: both are seats waiting for a message.
-  reportMetrics(async () => ({ waiting: app.locals.waitingRecvs.size + (app.locals.streams?.size ?? 0), connections: await connectionCount(relay.server) }));
+  reportMetrics(async () => ({
+    waiting: app.locals.waitingRecvs.size + (app.locals.streams?.size ?? 0),
+    connections: await connectionCount(relay.server),
+  }));
   process.on("message", (message: { type?: string }) => {
     if (message?.type === "stop") void relay.shutdown().finally(() => process.exit(0));
   });
   process.on("disconnect", () => void relay.shutdown().finally(() => process.exit(0)));
   // The node listens before its Redis connections are up, and commands fail fast (no
   // offline queue) until they are: the bench starts loading only once it is ready.
-  for (const deadline = Date.now() + 10_000; !(await relay.store.isReady()); await new Promise((r) => setTimeout(r, 20))) {
+  for (
+    const deadline = Date.now() + 10_000;
+    !(await relay.store.isReady());
+    await new Promise((r) => setTimeout(r, 20))
+  ) {
     if (Date.now() > deadline) throw new Error("store not ready after 10 s");
   }
   process.send?.({ type: "ready", url: relay.url });

@@ -15,7 +15,8 @@ const smoke = process.argv.includes("--smoke");
 const SIZES = [100, 1024, 16 * 1024, 256 * 1024, 1024 * 1024];
 const ROUNDS = smoke ? 1 : 7;
 /** Messages per round: enough for ~0.2 s of work at each size. */
-const perRound = (bytes: number) => (smoke ? 3 : Math.max(20, Math.min(5000, Math.round(64 * 1024 * 1024 / 16 / Math.max(bytes, 1024)))));
+const perRound = (bytes: number) =>
+  smoke ? 3 : Math.max(20, Math.min(5000, Math.round((64 * 1024 * 1024) / 16 / Math.max(bytes, 1024))));
 
 interface Row {
   bytes: number;
@@ -48,27 +49,42 @@ function measure(bytes: number): Row {
     const receiver = E2eSession.start(code, "b", key);
     const n = perRound(bytes);
     const envelopes: string[] = [];
-    seal.push(cpuUs(() => {
-      for (let i = 0; i < n; i++) envelopes.push(sender.seal(text));
-    }) / n);
-    check.push(cpuUs(() => {
-      for (const envelope of envelopes) if (!isE2eEnvelope(envelope)) throw new Error("not an envelope");
-    }) / n);
-    open.push(cpuUs(() => {
-      envelopes.forEach((envelope, i) => {
-        const opened = receiver.open(String(i + 1), envelope);
-        if (!opened.ok || opened.text.length !== text.length) throw new Error("open failed");
-      });
-    }) / n);
+    seal.push(
+      cpuUs(() => {
+        for (let i = 0; i < n; i++) envelopes.push(sender.seal(text));
+      }) / n,
+    );
+    check.push(
+      cpuUs(() => {
+        for (const envelope of envelopes) if (!isE2eEnvelope(envelope)) throw new Error("not an envelope");
+      }) / n,
+    );
+    open.push(
+      cpuUs(() => {
+        envelopes.forEach((envelope, i) => {
+          const opened = receiver.open(String(i + 1), envelope);
+          if (!opened.ok || opened.text.length !== text.length) throw new Error("open failed");
+        });
+      }) / n,
+    );
     envelopeBytes = Buffer.byteLength(envelopes[0]!, "utf8");
   }
   const sealUs = median(seal);
   const openUs = median(open);
-  return { bytes, envelopeBytes, sealUs, openUs, formatCheckUs: median(check), totalUs: sealUs + openUs, mbPerSecond: bytes / (sealUs + openUs) };
+  return {
+    bytes,
+    envelopeBytes,
+    sealUs,
+    openUs,
+    formatCheckUs: median(check),
+    totalUs: sealUs + openUs,
+    mbPerSecond: bytes / (sealUs + openUs),
+  };
 }
 
 const rows = SIZES.map(measure);
-const size = (bytes: number) => (bytes >= 1024 * 1024 ? `${bytes / (1024 * 1024)} MiB` : bytes >= 1024 ? `${bytes / 1024} KiB` : `${bytes} B`);
+const size = (bytes: number) =>
+  bytes >= 1024 * 1024 ? `${bytes / (1024 * 1024)} MiB` : bytes >= 1024 ? `${bytes / 1024} KiB` : `${bytes} B`;
 const table = [
   `# End-to-end encryption cost per message (SDK)`,
   ``,

@@ -42,13 +42,22 @@ const emptySeconds = Number(option("empty", "30"));
 const latencySamples = Number(option("latency", "0"));
 
 /** One seat's long-poll loop, until aborted; onMessages sees every non-empty answer. */
-async function keepWaiting(client: RelayClient, seat: Seat, signal: AbortSignal, onMessages?: (texts: string[]) => void): Promise<void> {
+async function keepWaiting(
+  client: RelayClient,
+  seat: Seat,
+  signal: AbortSignal,
+  onMessages?: (texts: string[]) => void,
+): Promise<void> {
   while (!signal.aborted) {
     try {
       const messages = await client.recv(seat, 25_000, signal);
       if (messages.length) {
         onMessages?.(messages.map((m) => m.text));
-        await client.ack(seat, messages.map((m) => m.id), signal);
+        await client.ack(
+          seat,
+          messages.map((m) => m.id),
+          signal,
+        );
       }
     } catch {
       if (!signal.aborted) await sleep(100);
@@ -57,7 +66,13 @@ async function keepWaiting(client: RelayClient, seat: Seat, signal: AbortSignal,
 }
 
 /** One seat's stream, held until aborted; onEvent sees every message id as it arrives. */
-async function keepStreaming(pool: Pool, seat: Seat, signal: AbortSignal, onOpen: () => void, onEvent?: (text: string) => void): Promise<void> {
+async function keepStreaming(
+  pool: Pool,
+  seat: Seat,
+  signal: AbortSignal,
+  onOpen: () => void,
+  onEvent?: (text: string) => void,
+): Promise<void> {
   while (!signal.aborted) {
     try {
       const response = await pool.request({
@@ -109,17 +124,26 @@ async function main(): Promise<void> {
     const emptyStart = await node.metrics();
     await sleep(emptySeconds * 1000);
     const emptyEnd = await node.metrics();
-    const emptyCpuUsPerSecond = emptySeconds > 0 ? (emptyEnd.cpuUserUs + emptyEnd.cpuSystemUs - emptyStart.cpuUserUs - emptyStart.cpuSystemUs) / emptySeconds : Number.NaN;
+    const emptyCpuUsPerSecond =
+      emptySeconds > 0
+        ? (emptyEnd.cpuUserUs + emptyEnd.cpuSystemUs - emptyStart.cpuUserUs - emptyStart.cpuSystemUs) / emptySeconds
+        : Number.NaN;
     const before = await node.metrics({ gc: true });
     let opened = 0;
     for (let i = 0; i < all.length; i += 100) {
       for (const seat of all.slice(i, i + 100)) {
-        const onArrival = (texts: string[] | string) => (Array.isArray(texts) ? texts : [texts]).forEach((text) => arrived(`${seat.token}:${text}`));
-        loops.push(mode === "stream" ? keepStreaming(streams, seat, abort.signal, () => opened++, onArrival) : keepWaiting(client, seat, abort.signal, onArrival));
+        const onArrival = (texts: string[] | string) =>
+          (Array.isArray(texts) ? texts : [texts]).forEach((text) => arrived(`${seat.token}:${text}`));
+        loops.push(
+          mode === "stream"
+            ? keepStreaming(streams, seat, abort.signal, () => opened++, onArrival)
+            : keepWaiting(client, seat, abort.signal, onArrival),
+        );
       }
       const target = Math.min(all.length, i + 100);
       for (const deadline = Date.now() + 20_000; (await node.metrics()).waiting < target; await sleep(20)) {
-        if (Date.now() > deadline) throw new Error(`only ${(await node.metrics()).waiting} of ${target} seats are waiting`);
+        if (Date.now() > deadline)
+          throw new Error(`only ${(await node.metrics()).waiting} of ${target} seats are waiting`);
       }
     }
     // Past the first recvs' re-polls and the subscriptions' linger.
@@ -157,7 +181,9 @@ async function main(): Promise<void> {
       windowSeconds: seconds,
       waitingAtEnd: atN.waiting,
       redisRoundTripsPerSeatPerMinute: roundTrips / seats / minutes,
-      redisRoundTripsByCommandPerMinute: Object.fromEntries(Object.entries(byCommand).map(([k, v]) => [k, v / minutes])),
+      redisRoundTripsByCommandPerMinute: Object.fromEntries(
+        Object.entries(byCommand).map(([k, v]) => [k, v / minutes]),
+      ),
       relayCpuUsPerSeatPerSecond: cpuUs / seats / seconds,
       relayCpuShareOfCore: cpuUs / 1e6 / seconds,
       redisCpuUsPerSeatPerSecond: ((redisCpuEnd - redisCpuStart) * 1e6) / seats / seconds,

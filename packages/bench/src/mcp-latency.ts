@@ -29,7 +29,11 @@ async function rest<T>(base: string, method: "GET" | "POST", path: string, body?
   const headers: Record<string, string> = { "user-agent": USER_AGENT };
   if (token) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const response = await fetch(base + path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await response.text();
   if (response.status !== 200) throw new Error(`${method} ${path}: ${response.status} ${text.slice(0, 200)}`);
   return JSON.parse(text) as T;
@@ -49,10 +53,22 @@ async function main(): Promise<void> {
     await mcp.connect(new StreamableHTTPClientTransport(new URL("/mcp", duet.url)));
     const a = await rest<Seat>(duet.url, "POST", "/v1/open", {});
     const b = await rest<Seat>(duet.url, "POST", "/v1/join", { code: a.code });
-    const samples = { restSend: [] as number[], mcpSend: [] as number[], restWoken: [] as number[], mcpWoken: [] as number[] };
+    const samples = {
+      restSend: [] as number[],
+      mcpSend: [] as number[],
+      restWoken: [] as number[],
+      mcpWoken: [] as number[],
+    };
     const drain = async () => {
-      const { messages } = await rest<{ messages: { id: string }[] }>(duet.url, "GET", `/v1/recv?code=${b.code}&wait=0`, undefined, b.token);
-      if (messages.length) await rest(duet.url, "POST", "/v1/ack", { code: b.code, ids: messages.map((m) => m.id) }, b.token);
+      const { messages } = await rest<{ messages: { id: string }[] }>(
+        duet.url,
+        "GET",
+        `/v1/recv?code=${b.code}&wait=0`,
+        undefined,
+        b.token,
+      );
+      if (messages.length)
+        await rest(duet.url, "POST", "/v1/ack", { code: b.code, ids: messages.map((m) => m.id) }, b.token);
     };
 
     for (let i = 0; i < SAMPLES + 5; i++) {
@@ -65,7 +81,13 @@ async function main(): Promise<void> {
       if (keep) samples.mcpSend.push(performance.now() - t);
       await drain();
 
-      const restRecv = rest<{ messages: unknown[] }>(duet.url, "GET", `/v1/recv?code=${b.code}&wait=25000`, undefined, b.token);
+      const restRecv = rest<{ messages: unknown[] }>(
+        duet.url,
+        "GET",
+        `/v1/recv?code=${b.code}&wait=25000`,
+        undefined,
+        b.token,
+      );
       await sleep(SETTLE_MS);
       t = performance.now();
       await rest(duet.url, "POST", "/v1/send", { code: a.code, text: `wake rest ${i}` }, a.token);
@@ -103,7 +125,10 @@ ${row("woken recv, MCP tool", samples.mcpWoken)}
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, "mcp-latency.md"), report);
     // The smoke run (part of `pnpm test`) says one line; DUET_FIGURES=1 prints the table.
-    if (smoke && process.env.DUET_FIGURES !== "1") process.stderr.write(`mcp-latency smoke: REST and MCP calls ran (figures: ${join(dir, "mcp-latency.md")}; DUET_FIGURES=1 prints them)\n`);
+    if (smoke && process.env.DUET_FIGURES !== "1")
+      process.stderr.write(
+        `mcp-latency smoke: REST and MCP calls ran (figures: ${join(dir, "mcp-latency.md")}; DUET_FIGURES=1 prints them)\n`,
+      );
     else process.stdout.write(report);
   } finally {
     await mcp.close().catch(() => undefined);

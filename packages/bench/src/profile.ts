@@ -25,13 +25,36 @@ const CATEGORIES: [string, (f: ProfileNode["callFrame"]) => boolean][] = [
   ["idle", (f) => f.functionName === "(idle)"],
   ["garbage collection", (f) => f.functionName === "(garbage collector)"],
   ["validation (zod, protocol schemas)", (f) => /\/zod\/|\/protocol\/dist\/|\/http\/validate\.js/.test(f.url)],
-  ["auth / hashing (SHA-256 of token and text)", (f) => /internal\/crypto|\/store\/credentials\.js|\/http\/auth\.js/.test(f.url) || /^(createHash|digest|update|Hash)$/.test(f.functionName)],
-  ["Redis client (ioredis, RESP parser)", (f) => /ioredis|redis-parser|redis-errors|denque|cluster-key-slot|standard-as-callback/.test(f.url)],
-  ["logging (pino)", (f) => /pino|sonic-boom|thread-stream|fast-redact|quick-format|safe-stable-stringify|\/request-log\.js|\/logger\.js/.test(f.url)],
-  ["body parsing (body-parser, raw-body)", (f) => /body-parser|raw-body|iconv-lite|content-type|type-is|media-typer|bytes\/|on-finished|unpipe/.test(f.url)],
+  [
+    "auth / hashing (SHA-256 of token and text)",
+    (f) =>
+      /internal\/crypto|\/store\/credentials\.js|\/http\/auth\.js/.test(f.url) ||
+      /^(createHash|digest|update|Hash)$/.test(f.functionName),
+  ],
+  [
+    "Redis client (ioredis, RESP parser)",
+    (f) => /ioredis|redis-parser|redis-errors|denque|cluster-key-slot|standard-as-callback/.test(f.url),
+  ],
+  [
+    "logging (pino)",
+    (f) =>
+      /pino|sonic-boom|thread-stream|fast-redact|quick-format|safe-stable-stringify|\/request-log\.js|\/logger\.js/.test(
+        f.url,
+      ),
+  ],
+  [
+    "body parsing (body-parser, raw-body)",
+    (f) => /body-parser|raw-body|iconv-lite|content-type|type-is|media-typer|bytes\/|on-finished|unpipe/.test(f.url),
+  ],
   ["JSON parse / stringify", (f) => f.url === "" && /^(parse|stringify|JSONParse|JSONStringify)$/.test(f.functionName)],
   ["helmet (security headers)", (f) => /\/helmet\//.test(f.url)],
-  ["Express framework (router, req/res helpers)", (f) => /\/express\/|\/router\/|path-to-regexp|finalhandler|\/send\/|parseurl|\/qs\/|accepts|negotiator|depd|vary|proxy-addr|forwarded|mime|encodeurl|escape-html|etag|fresh|range-parser|statuses|merge-descriptors|cookie|content-disposition|setprototypeof|http-errors|utils-merge|methods|debug\//.test(f.url)],
+  [
+    "Express framework (router, req/res helpers)",
+    (f) =>
+      /\/express\/|\/router\/|path-to-regexp|finalhandler|\/send\/|parseurl|\/qs\/|accepts|negotiator|depd|vary|proxy-addr|forwarded|mime|encodeurl|escape-html|etag|fresh|range-parser|statuses|merge-descriptors|cookie|content-disposition|setprototypeof|http-errors|utils-merge|methods|debug\//.test(
+        f.url,
+      ),
+  ],
   ["duet handlers and store (other)", (f) => /\/server\/dist\//.test(f.url)],
   ["Node HTTP, net, streams, timers", (f) => /^node:|^internal\//.test(f.url) || f.url === "node:internal"],
   ["native / unattributed ((program), builtins)", (f) => f.url === ""],
@@ -56,7 +79,8 @@ export function summariseProfile(profile: CpuProfile) {
     return leaf;
   };
   const self = new Map<number, number>();
-  for (let i = 0; i < profile.samples.length; i++) self.set(profile.samples[i]!, (self.get(profile.samples[i]!) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  for (let i = 0; i < profile.samples.length; i++)
+    self.set(profile.samples[i]!, (self.get(profile.samples[i]!) ?? 0) + (profile.timeDeltas[i] ?? 0));
   const categories = new Map<string, number>();
   const functions = new Map<string, number>();
   let busy = 0;
@@ -68,7 +92,9 @@ export function summariseProfile(profile: CpuProfile) {
     total += us;
     if (category === "idle") continue;
     busy += us;
-    const where = frame.url ? `${frame.url.replace(/^.*node_modules\/\.pnpm\/[^/]+\/node_modules\//, "").replace(/^.*\/packages\//, "")}:${frame.lineNumber + 1}` : "(native)";
+    const where = frame.url
+      ? `${frame.url.replace(/^.*node_modules\/\.pnpm\/[^/]+\/node_modules\//, "").replace(/^.*\/packages\//, "")}:${frame.lineNumber + 1}`
+      : "(native)";
     const key = `${frame.functionName || "(anonymous)"} ${where}`;
     functions.set(key, (functions.get(key) ?? 0) + us);
   }
@@ -105,10 +131,20 @@ async function main(): Promise<void> {
     const file = readdirSync(dir).find((name) => name.endsWith(".cpuprofile"));
     if (!file) throw new Error("no .cpuprofile was written");
     const summary = summariseProfile(JSON.parse(readFileSync(join(dir, file), "utf8")) as CpuProfile);
-    const report = { date: new Date().toISOString(), rooms, seconds, messagesPerSecond: Math.round(result.messagesPerSecond), requestsPerSecond: Math.round(result.requestsPerSecond), profile: file, ...summary };
+    const report = {
+      date: new Date().toISOString(),
+      rooms,
+      seconds,
+      messagesPerSecond: Math.round(result.messagesPerSecond),
+      requestsPerSecond: Math.round(result.requestsPerSecond),
+      profile: file,
+      ...summary,
+    };
     mkdirSync(join(__dirname, "..", "results"), { recursive: true });
     writeFileSync(join(__dirname, "..", "results", "profile.json"), `${JSON.stringify(report, null, 2)}\n`);
-    process.stdout.write(`${rooms} rooms, ${report.messagesPerSecond} msg/s, ${report.requestsPerSecond} req/s; busy ${summary.busyMs.toFixed(0)} of ${summary.totalMs.toFixed(0)} ms\n\n`);
+    process.stdout.write(
+      `${rooms} rooms, ${report.messagesPerSecond} msg/s, ${report.requestsPerSecond} req/s; busy ${summary.busyMs.toFixed(0)} of ${summary.totalMs.toFixed(0)} ms\n\n`,
+    );
     process.stdout.write("| Category | self ms | % of busy |\n|---|---|---|\n");
     for (const c of summary.categories) process.stdout.write(`| ${c.name} | ${c.ms} | ${c.percentOfBusy} |\n`);
     process.stdout.write("\n| Function | self ms | % of busy |\n|---|---|---|\n");

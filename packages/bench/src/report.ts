@@ -16,16 +16,45 @@ export interface TargetCheck {
 }
 
 export interface RunResults {
-  meta: { date: string; machine: string; node: string; redis: string; pinned: boolean; smoke: boolean; seconds?: number; loadAverage?: { before: number; after: number } };
+  meta: {
+    date: string;
+    machine: string;
+    node: string;
+    redis: string;
+    pinned: boolean;
+    smoke: boolean;
+    seconds?: number;
+    loadAverage?: { before: number; after: number };
+  };
   cycle: {
     sweep: Record<Target, CycleResult[]>;
     peak: Record<Target, CycleResult>;
     rounds: {
       rooms: number;
       count: number;
-      perTarget: Record<Target, { messagesPerSecond: number; p50Ms: number; p99Ms: number; serverCpuUsPerMessage: number; serverCpuShare: number; generatorCpuShare: number; ratioToExpress: number; ratioToHttp: number; all: number[] }>;
+      perTarget: Record<
+        Target,
+        {
+          messagesPerSecond: number;
+          p50Ms: number;
+          p99Ms: number;
+          serverCpuUsPerMessage: number;
+          serverCpuShare: number;
+          generatorCpuShare: number;
+          ratioToExpress: number;
+          ratioToHttp: number;
+          all: number[];
+        }
+      >;
     };
-    ratios: { toExpress: number; toHttp: number; peakToExpress: number; peakToHttp: number; cpuToExpress: number; cpuToHttp: number };
+    ratios: {
+      toExpress: number;
+      toHttp: number;
+      peakToExpress: number;
+      peakToHttp: number;
+      cpuToExpress: number;
+      cpuToHttp: number;
+    };
   };
   wake: { duet: WakeResult; bareHttp: WakeResult; bareDirect: WakeResult; p99Ratio: number };
   capacity: CapacityResult[];
@@ -33,17 +62,24 @@ export interface RunResults {
   targets: TargetCheck[];
 }
 
-const f = (value: number | null | undefined, digits = 2) => (value === null || value === undefined || !Number.isFinite(value) ? "n/a" : value.toFixed(digits));
+const f = (value: number | null | undefined, digits = 2) =>
+  value === null || value === undefined || !Number.isFinite(value) ? "n/a" : value.toFixed(digits);
 const n0 = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString("en-US") : "n/a");
 
 export function markdown(r: RunResults): string {
   const out: string[] = [];
   const { rounds, ratios, peak } = r.cycle;
-  out.push(`Machine: ${r.meta.machine}; Node ${r.meta.node}; Redis ${r.meta.redis}; servers pinned to CPU0, load generator and Redis to CPU1: ${r.meta.pinned ? "yes" : "no"}. Run ${r.meta.date}${r.meta.smoke ? " (SMOKE: tiny, not figures)" : ""}; 1-minute load average ${r.meta.loadAverage?.before ?? "?"} before, ${r.meta.loadAverage?.after ?? "?"} after (2 cores; other work on the machine raises it).`);
+  out.push(
+    `Machine: ${r.meta.machine}; Node ${r.meta.node}; Redis ${r.meta.redis}; servers pinned to CPU0, load generator and Redis to CPU1: ${r.meta.pinned ? "yes" : "no"}. Run ${r.meta.date}${r.meta.smoke ? " (SMOKE: tiny, not figures)" : ""}; 1-minute load average ${r.meta.loadAverage?.before ?? "?"} before, ${r.meta.loadAverage?.after ?? "?"} after (2 cores; other work on the machine raises it).`,
+  );
   out.push("");
-  out.push(`### Message cycle (send -> recv -> ack, both seats), ${rounds.rooms} rooms, median of ${rounds.count} interleaved rounds`);
+  out.push(
+    `### Message cycle (send -> recv -> ack, both seats), ${rounds.rooms} rooms, median of ${rounds.count} interleaved rounds`,
+  );
   out.push("");
-  out.push("| Server | messages/s | send->recv p50 ms | p99 ms | ratio to bare Express | ratio to bare node:http | server CPU us per message (CPU used) | load generator CPU | peak messages/s (rooms) in the sweep |");
+  out.push(
+    "| Server | messages/s | send->recv p50 ms | p99 ms | ratio to bare Express | ratio to bare node:http | server CPU us per message (CPU used) | load generator CPU | peak messages/s (rooms) in the sweep |",
+  );
   out.push("|---|---|---|---|---|---|---|---|---|");
   for (const t of ["duet", "express", "http"] as Target[]) {
     const m = rounds.perTarget[t];
@@ -62,7 +98,8 @@ export function markdown(r: RunResults): string {
   out.push("");
   out.push("| Path | wakes | p50 ms | p99 ms | max ms |");
   out.push("|---|---|---|---|---|");
-  const wakeRow = (name: string, w: WakeResult) => out.push(`| ${name} | ${w.wakes} | ${f(w.p50Ms)} | ${f(w.p99Ms)} | ${f(w.maxMs)} |`);
+  const wakeRow = (name: string, w: WakeResult) =>
+    out.push(`| ${name} | ${w.wakes} | ${f(w.p50Ms)} | ${f(w.p99Ms)} | ${f(w.maxMs)} |`);
   wakeRow("duet: POST /v1/send on A -> GET /v1/recv answered on B", r.wake.duet);
   wakeRow("bare node:http: POST /pub on A (SPUBLISH) -> held GET answered on B", r.wake.bareHttp);
   wakeRow("bare node:http: SPUBLISH from the bench -> held GET answered", r.wake.bareDirect);
@@ -71,7 +108,9 @@ export function markdown(r: RunResults): string {
   out.push("");
   out.push("### Capacity: waiting recvs on one node");
   out.push("");
-  out.push("| Waiting recvs | RSS MB at 0 -> N (after GC) | RSS per waiting recv KB | heap per waiting recv KB | event-loop delay p99 / max ms | node CPU while waiting | re-check scripts/s | Redis connections at 0 / N |");
+  out.push(
+    "| Waiting recvs | RSS MB at 0 -> N (after GC) | RSS per waiting recv KB | heap per waiting recv KB | event-loop delay p99 / max ms | node CPU while waiting | re-check scripts/s | Redis connections at 0 / N |",
+  );
   out.push("|---|---|---|---|---|---|---|---|");
   for (const c of r.capacity) {
     out.push(
@@ -81,13 +120,17 @@ export function markdown(r: RunResults): string {
   out.push("");
   out.push("### Redis cost per message life (send + recv + ack)");
   out.push("");
-  out.push("| Shape | lives | round trips (by command) | commands inside scripts | wake publishes | Redis time in commands us | Redis CPU us |");
+  out.push(
+    "| Shape | lives | round trips (by command) | commands inside scripts | wake publishes | Redis time in commands us | Redis CPU us |",
+  );
   out.push("|---|---|---|---|---|---|---|");
   for (const c of [...r.redisCost.quiet, r.redisCost.underLoad]) {
     const trips = Object.entries(c.roundTrips)
       .map(([name, count]) => `${name} ${f(count)}`)
       .join(", ");
-    out.push(`| ${c.shape} | ${n0(c.lives)} | ${f(c.roundTripsTotal)} (${trips}) | ${f(c.inScriptCommands, 1)} | ${f(c.wakePublishes)} | ${f(c.redisCommandUs, 0)} | ${f(c.redisCpuUs, 0)} |`);
+    out.push(
+      `| ${c.shape} | ${n0(c.lives)} | ${f(c.roundTripsTotal)} (${trips}) | ${f(c.inScriptCommands, 1)} | ${f(c.wakePublishes)} | ${f(c.redisCommandUs, 0)} | ${f(c.redisCpuUs, 0)} |`,
+    );
   }
   out.push("");
   out.push("### Targets");
@@ -120,7 +163,9 @@ export function chart(sweep: Record<Target, CycleResult[]>, caption: string): st
   const yMps = (v: number) => top + panelH - (v / maxMps) * panelH;
   const yP99 = (v: number) => top + panelH - ((Math.log10(Math.max(v, 10 ** lo)) - lo) / (hi - lo)) * panelH;
   const parts: string[] = [];
-  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`);
+  parts.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`,
+  );
   parts.push(`<rect width="${W}" height="${H}" fill="white"/>`);
   parts.push(`<text x="${W / 2}" y="20" text-anchor="middle" font-size="14">${caption}</text>`);
   const panel = (left: number, title: string, ticks: [number, string][]) => {
@@ -134,7 +179,9 @@ export function chart(sweep: Record<Target, CycleResult[]>, caption: string): st
       const x = xOf(left, rooms);
       parts.push(`<text x="${x}" y="${top + panelH + 16}" text-anchor="middle">${rooms}</text>`);
     }
-    parts.push(`<text x="${left + panelW / 2}" y="${top + panelH + 34}" text-anchor="middle">rooms (2 seats each, one request in flight per seat)</text>`);
+    parts.push(
+      `<text x="${left + panelW / 2}" y="${top + panelH + 34}" text-anchor="middle">rooms (2 seats each, one request in flight per seat)</text>`,
+    );
   };
   const mpsTicks: [number, string][] = [];
   for (let i = 0; i <= 5; i++) mpsTicks.push([yMps((maxMps / 5) * i), n0((maxMps / 5) * i)]);
@@ -145,7 +192,9 @@ export function chart(sweep: Record<Target, CycleResult[]>, caption: string): st
   for (const t of Object.keys(sweep) as Target[]) {
     const points = sweep[t];
     const line = (left: number, y: (c: CycleResult) => number) =>
-      parts.push(`<polyline fill="none" stroke="${COLORS[t]}" stroke-width="2" points="${points.map((c) => `${xOf(left, c.rooms).toFixed(1)},${y(c).toFixed(1)}`).join(" ")}"/>`);
+      parts.push(
+        `<polyline fill="none" stroke="${COLORS[t]}" stroke-width="2" points="${points.map((c) => `${xOf(left, c.rooms).toFixed(1)},${y(c).toFixed(1)}`).join(" ")}"/>`,
+      );
     line(lefts[0]!, (c) => yMps(c.messagesPerSecond));
     line(lefts[1]!, (c) => yP99(c.p99Ms));
   }

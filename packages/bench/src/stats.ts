@@ -11,7 +11,12 @@ export function percentile(sorted: number[], p: number): number {
 export function summarize(samples: number[]): { count: number; p50: number; p99: number; max: number } {
   const sorted = Float64Array.from(samples).sort();
   const list = Array.from(sorted);
-  return { count: list.length, p50: percentile(list, 50), p99: percentile(list, 99), max: list.length ? list[list.length - 1]! : Number.NaN };
+  return {
+    count: list.length,
+    p50: percentile(list, 50),
+    p99: percentile(list, 99),
+    max: list.length ? list[list.length - 1]! : Number.NaN,
+  };
 }
 
 export function median(values: number[]): number {

@@ -27,14 +27,22 @@ async function main(): Promise<void> {
   pin(replica.process.pid!, LOAD_CPU);
   const servers: Awaited<ReturnType<typeof startServer>>[] = [];
   try {
-    for (const deadline = Date.now() + 10_000; (await redisInfo(replica.port, "replication"))?.master_link_status !== "up"; await new Promise((r) => setTimeout(r, 50))) {
+    for (
+      const deadline = Date.now() + 10_000;
+      (await redisInfo(replica.port, "replication"))?.master_link_status !== "up";
+      await new Promise((r) => setTimeout(r, 50))
+    ) {
       if (Date.now() > deadline) throw new Error("the replica never synced");
     }
     const arms = { ack0: "0", ack1: "1" } as const;
     const origin: Record<string, string> = {};
     for (const [name, replicas] of Object.entries(arms)) {
       const server = await startServer(`duet ${name}`, "duet-node.js", {
-        env: duetEnv(master.url, { REDIS_KEY_PREFIX: `${name}:`, REDIS_WRITE_ACK_REPLICAS: replicas, REDIS_WRITE_ACK_TIMEOUT_MS: "500" }),
+        env: duetEnv(master.url, {
+          REDIS_KEY_PREFIX: `${name}:`,
+          REDIS_WRITE_ACK_REPLICAS: replicas,
+          REDIS_WRITE_ACK_TIMEOUT_MS: "500",
+        }),
       });
       servers.push(server);
       origin[name] = server.url;
@@ -47,9 +55,13 @@ async function main(): Promise<void> {
         const order = round % 2 === 0 ? ["ack0", "ack1"] : ["ack1", "ack0"];
         for (const arm of order) {
           const server = servers[arm === "ack0" ? 0 : 1]!;
-          results[rooms]![arm]!.push(await runCycle(origin[arm]!, rooms, { warmupMs: smoke ? 200 : 500, measureMs: ROUND_MS, server }));
+          results[rooms]![arm]!.push(
+            await runCycle(origin[arm]!, rooms, { warmupMs: smoke ? 200 : 500, measureMs: ROUND_MS, server }),
+          );
         }
-        log(`rooms ${rooms} round ${round + 1}/${ROUNDS}: ${order.map((a) => `${a} ${results[rooms]![a]!.at(-1)!.messagesPerSecond.toFixed(0)} msg/s`).join(", ")}`);
+        log(
+          `rooms ${rooms} round ${round + 1}/${ROUNDS}: ${order.map((a) => `${a} ${results[rooms]![a]!.at(-1)!.messagesPerSecond.toFixed(0)} msg/s`).join(", ")}`,
+        );
       }
     }
     const rows = LEVELS.map((rooms) => {
@@ -70,7 +82,8 @@ async function main(): Promise<void> {
       };
     });
     const loadAfter = loadavg()[0]!;
-    const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+    const fmt = (n: number, digits = 0) =>
+      n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
     const md = [
       `Message cycle (send -> recv -> ack, both seats) on one master with one replica, write-ack 0 vs 1 (WAIT 1 500 ms), median of ${ROUNDS} interleaved rounds of ${ROUND_MS / 1000} s.`,
       `Run ${new Date().toISOString()}; 1-minute load average ${loadBefore.toFixed(2)} before, ${loadAfter.toFixed(2)} after (2 cores, shared).`,
@@ -86,7 +99,10 @@ async function main(): Promise<void> {
     process.stdout.write(`${md}\n`);
     const dir = join(__dirname, "..", "results", smoke ? "smoke" : "");
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, "write-ack.json"), `${JSON.stringify({ rounds: ROUNDS, roundMs: ROUND_MS, loadBefore, loadAfter, rows }, null, 2)}\n`);
+    writeFileSync(
+      join(dir, "write-ack.json"),
+      `${JSON.stringify({ rounds: ROUNDS, roundMs: ROUND_MS, loadBefore, loadAfter, rows }, null, 2)}\n`,
+    );
     writeFileSync(join(dir, "write-ack.md"), md);
   } finally {
     await Promise.allSettled(servers.map((s) => s.stop()));

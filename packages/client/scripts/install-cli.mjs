@@ -14,11 +14,21 @@ if (!existsSync(join(bundleDir, "duet.cjs"))) {
 
 // pnpm hands its own settings to scripts as npm_config_* variables (its globalconfig among
 // them), which npm would read as its own; keep only the prefix a user may set on purpose.
-const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^npm_config_/i.test(key) || /^npm_config_prefix$/i.test(key)));
+const env = Object.fromEntries(
+  Object.entries(process.env).filter(([key]) => !/^npm_config_/i.test(key) || /^npm_config_prefix$/i.test(key)),
+);
 const npm = (args) => spawnSync("npm", args, { env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
 
 // --install-links copies the folder instead of linking to the checkout.
-const install = npm(["install", "--global", "--install-links", "--no-fund", "--no-audit", "--no-update-notifier", bundleDir]);
+const install = npm([
+  "install",
+  "--global",
+  "--install-links",
+  "--no-fund",
+  "--no-audit",
+  "--no-update-notifier",
+  bundleDir,
+]);
 if (install.status !== 0) {
   process.stderr.write(install.stdout ?? "");
   process.exit(install.status ?? 1);

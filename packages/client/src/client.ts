@@ -60,7 +60,10 @@ export type OpenedRecvResponse = { messages: OpenedMessage[]; rejected?: Rejecte
 /** Thrown by receiveLoop when a message of an encrypted room is refused; the message stays pending. */
 export class DuetE2eError extends DuetError {
   constructor(readonly rejected: RejectedMessage) {
-    super("e2e", `Message ${rejected.id} from seat ${rejected.from} was refused: it ${rejected.explanation}. It stays pending; ack it to drop it.`);
+    super(
+      "e2e",
+      `Message ${rejected.id} from seat ${rejected.from} was refused: it ${rejected.explanation}. It stays pending; ack it to drop it.`,
+    );
     this.name = "DuetE2eError";
   }
 }
@@ -136,7 +139,10 @@ export interface ReceiveLoopOptions {
 }
 
 /** One event of the push stream: a message addressed to this seat, or the stream's end and why. */
-export type StreamEvent = { event: "open" } | { event: "message"; message: Message } | { event: "end"; reason: string; ended?: RoomEnding };
+export type StreamEvent =
+  | { event: "open" }
+  | { event: "message"; message: Message }
+  | { event: "end"; reason: string; ended?: RoomEnding };
 
 export interface StreamOptions {
   /** Closes the stream; iteration then ends with DuetAbortError. */
@@ -180,7 +186,11 @@ export class DuetClient {
       this.call("open", options.e2e ? { e2e: true } : {}, { signal: options.signal, timeoutMs }),
     );
     if (!options.e2e) return opened;
-    if (opened.e2e !== true) throw new DuetError("invalid_response", "The relay did not open an end-to-end encrypted room (it may predate them).");
+    if (opened.e2e !== true)
+      throw new DuetError(
+        "invalid_response",
+        "The relay did not open an end-to-end encrypted room (it may predate them).",
+      );
     // The key is made here and never sent: it travels only in the fragment of the join address.
     const key = newRoomKey();
     const joinUrl = joinUrlWithKey(opened.join_url, key);
@@ -198,7 +208,8 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const joined = await this.retrying("join", "refusals", options, (timeoutMs) =>
       this.call("join", { code: canonicalCode(room) }, { signal: options.signal, timeoutMs }),
     );
-    if (joined.e2e && key !== undefined) return { ...joined, e2e_session: E2eSession.start(joined.code, joined.seat, key) };
+    if (joined.e2e && key !== undefined)
+      return { ...joined, e2e_session: E2eSession.start(joined.code, joined.seat, key) };
     return joined;
   }
 
@@ -213,8 +224,14 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const bytes = Buffer.byteLength(text, "utf8");
     const limit = seat.e2e ? seat.e2e.maxTextBytes() : MAX_TEXT_BYTES;
     if (bytes > limit) {
-      const where = seat.e2e ? ` in this end-to-end encrypted room (its envelope must stay within ${MAX_TEXT_BYTES} bytes)` : "";
-      throw new DuetError("too_large", `The text is ${bytes} UTF-8 bytes; at most ${limit} fit${where}. ${ERRORS.too_large.remedy}`, { status: 400 });
+      const where = seat.e2e
+        ? ` in this end-to-end encrypted room (its envelope must stay within ${MAX_TEXT_BYTES} bytes)`
+        : "";
+      throw new DuetError(
+        "too_large",
+        `The text is ${bytes} UTF-8 bytes; at most ${limit} fit${where}. ${ERRORS.too_large.remedy}`,
+        { status: 400 },
+      );
     }
     // Sealed once, before the first attempt: every retry sends the same envelope with the same key.
     if (seat.e2e) text = seat.e2e.seal(text);
@@ -246,12 +263,16 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   private recvRaw(seat: SeatCredentials, options: RecvOptions = {}): Promise<RecvResponse> {
     const waitMs = options.waitMs ?? MAX_WAIT_MS;
     const query = { code: canonicalCode(seat.code), wait: String(waitMs) };
-    return this.retrying("recv", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
-      this.call("recv", query, {
-        token: seat.token,
-        signal: options.signal,
-        timeoutMs: Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS),
-      }),
+    return this.retrying(
+      "recv",
+      "refusals-and-network",
+      { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs },
+      (timeoutMs) =>
+        this.call("recv", query, {
+          token: seat.token,
+          signal: options.signal,
+          timeoutMs: Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS),
+        }),
     );
   }
 
@@ -272,12 +293,16 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const waitMs = options.waitMs ?? 0;
     const query: EndpointInput<"status"> = { code: canonicalCode(seat.code) };
     if (waitMs > 0) query.wait = String(waitMs);
-    return this.retrying("status", "refusals-and-network", { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs }, (timeoutMs) =>
-      this.call("status", query, {
-        token: seat.token,
-        signal: options.signal,
-        timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
-      }),
+    return this.retrying(
+      "status",
+      "refusals-and-network",
+      { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs },
+      (timeoutMs) =>
+        this.call("status", query, {
+          token: seat.token,
+          signal: options.signal,
+          timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
+        }),
     );
   }
 
@@ -327,7 +352,11 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const firstByte = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         closing.abort();
-        reject(new DuetNetworkError(`The stream from ${this.baseUrl} sent nothing within ${firstByteMs} ms: a proxy may be buffering it.`));
+        reject(
+          new DuetNetworkError(
+            `The stream from ${this.baseUrl} sent nothing within ${firstByteMs} ms: a proxy may be buffering it.`,
+          ),
+        );
       }, firstByteMs);
     });
     firstByte.catch(() => undefined);
@@ -335,13 +364,24 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
       let response: Response;
       try {
         response = await Promise.race([
-          this.fetchImpl(url, { headers: { "User-Agent": USER_AGENT, Accept: "application/x-ndjson", Authorization: `Bearer ${seat.token}` }, signal }),
+          this.fetchImpl(url, {
+            headers: {
+              "User-Agent": USER_AGENT,
+              Accept: "application/x-ndjson",
+              Authorization: `Bearer ${seat.token}`,
+            },
+            signal,
+          }),
           firstByte,
         ]);
       } catch (error) {
         throw error instanceof DuetError ? error : failure(error, "could not be opened");
       }
-      if (!response.ok || !(response.headers.get("content-type") ?? "").startsWith("application/x-ndjson") || !response.body) {
+      if (
+        !response.ok ||
+        !(response.headers.get("content-type") ?? "").startsWith("application/x-ndjson") ||
+        !response.body
+      ) {
         const text = await response.text().catch(() => "");
         let json: unknown;
         try {
@@ -350,7 +390,9 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
           json = undefined;
         }
         throw response.ok
-          ? new DuetError("invalid_response", "GET /v1/stream answered something that is not a duet stream.", { status: response.status })
+          ? new DuetError("invalid_response", "GET /v1/stream answered something that is not a duet stream.", {
+              status: response.status,
+            })
           : errorFromAnswer(response, json, "GET", "/v1/stream");
       }
       const reader = response.body.getReader();
@@ -376,17 +418,33 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
           const line = buffered.slice(0, newline).trim();
           buffered = buffered.slice(newline + 1);
           if (!line) continue;
-          let event: { event?: unknown; id?: unknown; from?: unknown; text?: unknown; reason?: unknown; ended?: unknown };
+          let event: {
+            event?: unknown;
+            id?: unknown;
+            from?: unknown;
+            text?: unknown;
+            reason?: unknown;
+            ended?: unknown;
+          };
           try {
             event = JSON.parse(line);
           } catch {
             throw new DuetError("invalid_response", "GET /v1/stream sent a line that is not JSON.");
           }
-          if (event.event === "message" && typeof event.id === "string" && (event.from === "a" || event.from === "b") && typeof event.text === "string") {
+          if (
+            event.event === "message" &&
+            typeof event.id === "string" &&
+            (event.from === "a" || event.from === "b") &&
+            typeof event.text === "string"
+          ) {
             yield { event: "message", message: { id: event.id, from: event.from, text: event.text } };
           } else if (event.event === "end") {
             const ended = RoomEnding.safeParse(event.ended);
-            yield { event: "end", reason: typeof event.reason === "string" ? event.reason : "unknown", ...(ended.success ? { ended: ended.data } : {}) };
+            yield {
+              event: "end",
+              reason: typeof event.reason === "string" ? event.reason : "unknown",
+              ...(ended.success ? { ended: ended.data } : {}),
+            };
             return;
           }
         }
@@ -406,7 +464,11 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
    * signalled, DuetError not_found (with `ended`) when the room ends first.
    */
   async waitForPeer(seat: SeatCredentials, options: WaitForPeerOptions = {}): Promise<StatusResponse> {
-    const deadline = new Deadline(options.timeoutMs ?? DEFAULT_WAIT_FOR_PEER_MS, "Waiting for the peer to join", this.now);
+    const deadline = new Deadline(
+      options.timeoutMs ?? DEFAULT_WAIT_FOR_PEER_MS,
+      "Waiting for the peer to join",
+      this.now,
+    );
     const pollMs = Math.min(Math.max(options.pollMs ?? MAX_WAIT_MS, 1), MAX_WAIT_MS);
     for (let attempt = 0; ; attempt++) {
       const waitMs = Math.min(pollMs, Math.max(0, deadline.remainingMs()));
@@ -443,8 +505,13 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const acked = new RecentIds(1024);
     let handled = 0;
     const waitMs = options.waitMs ?? MAX_WAIT_MS;
-    const longPoll = async () => (await this.recvRaw(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs })).messages;
-    const source = options.transport === "long-poll" ? undefined : new StreamSource(this, seat, options.transport === "stream", signal, retry.onWait);
+    const longPoll = async () =>
+      (await this.recvRaw(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs }))
+        .messages;
+    const source =
+      options.transport === "long-poll"
+        ? undefined
+        : new StreamSource(this, seat, options.transport === "stream", signal, retry.onWait);
     try {
       while (!signal?.aborted && (maxMessages === undefined || handled < maxMessages)) {
         let messages: Message[];
@@ -491,7 +558,12 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
    * recv returns them, and they are acked then without being handed again. Returns
    * whether the ack landed.
    */
-  private async ackHandled(seat: SeatCredentials, ids: string[], handledNotAcked: Set<string>, retry: CallOptions): Promise<boolean> {
+  private async ackHandled(
+    seat: SeatCredentials,
+    ids: string[],
+    handledNotAcked: Set<string>,
+    retry: CallOptions,
+  ): Promise<boolean> {
     try {
       await this.ack(seat, ids, retry);
     } catch (error) {
@@ -530,8 +602,13 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
         } else if (error.code === "mailbox_full" && onMailboxFull) {
           await onMailboxFull(deadline, error);
         } else if (isTransient(error) && (kind === "refusals-and-network" || error.code === "unavailable")) {
-          const delayMs = error.retryAfterSeconds !== undefined ? error.retryAfterSeconds * 1000 : backoffMs(failures++, 250, 4000);
-          options.onWait?.({ reason: error.code === "unavailable" ? "unavailable" : "network", delayMs, attempt: attemptNumber });
+          const delayMs =
+            error.retryAfterSeconds !== undefined ? error.retryAfterSeconds * 1000 : backoffMs(failures++, 250, 4000);
+          options.onWait?.({
+            reason: error.code === "unavailable" ? "unavailable" : "network",
+            delayMs,
+            attempt: attemptNumber,
+          });
           await deadline.sleepWithin(delayMs, options.signal, error);
         } else {
           throw error;
@@ -545,9 +622,18 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
    * the retry has a chance. The mailbox can also be full by bytes with fewer than 8
    * messages; then the first retry goes at once and later ones wait for the count to drop.
    */
-  private async waitForMailboxSpace(seat: SeatCredentials, deadline: Deadline, refusal: DuetError, watch: MailboxWatch, options: CallOptions): Promise<void> {
+  private async waitForMailboxSpace(
+    seat: SeatCredentials,
+    deadline: Deadline,
+    refusal: DuetError,
+    watch: MailboxWatch,
+    options: CallOptions,
+  ): Promise<void> {
     const pendingNow = async () => {
-      const status = await this.status(seat, { signal: options.signal, timeoutMs: Math.max(1, deadline.remainingMs()) });
+      const status = await this.status(seat, {
+        signal: options.signal,
+        timeoutMs: Math.max(1, deadline.remainingMs()),
+      });
       return status.pending_in + status.pending_out;
     };
     let pending = await pendingNow();
@@ -572,15 +658,24 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     options: { token?: string; signal?: AbortSignal; timeoutMs: number },
   ): Promise<EndpointResponse<K>> {
     const spec: EndpointSpec = ENDPOINTS[operation];
-    const placed = spec.input?.in === "query" ? { query: input as Record<string, string> } : spec.input ? { body: input } : {};
-    return this.request(spec.method, spec.path, spec.response, { ...placed, ...options }) as Promise<EndpointResponse<K>>;
+    const placed =
+      spec.input?.in === "query" ? { query: input as Record<string, string> } : spec.input ? { body: input } : {};
+    return this.request(spec.method, spec.path, spec.response, { ...placed, ...options }) as Promise<
+      EndpointResponse<K>
+    >;
   }
 
   private async request<S extends z.ZodType>(
     method: "GET" | "POST",
     path: string,
     schema: S,
-    options: { body?: unknown; query?: Record<string, string>; token?: string; signal?: AbortSignal; timeoutMs: number },
+    options: {
+      body?: unknown;
+      query?: Record<string, string>;
+      token?: string;
+      signal?: AbortSignal;
+      timeoutMs: number;
+    },
   ): Promise<z.infer<S>> {
     const url = this.baseUrl + path + (options.query ? `?${new URLSearchParams(options.query)}` : "");
     const headers: Record<string, string> = { "User-Agent": USER_AGENT, Accept: "application/json" };
@@ -590,7 +685,8 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
     const failure = (error: unknown): DuetError => {
       if (options.signal?.aborted) return new DuetAbortError(undefined, error);
-      if (timeout.aborted) return new DuetTimeoutError(`${method} ${path} got no answer within ${options.timeoutMs} ms.`, error);
+      if (timeout.aborted)
+        return new DuetTimeoutError(`${method} ${path} got no answer within ${options.timeoutMs} ms.`, error);
       // Never quote headers here: the Authorization header holds the token.
       return new DuetNetworkError(`Cannot reach the duet relay at ${this.baseUrl} (${describeCause(error)}).`, error);
     };
@@ -618,9 +714,13 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     if (!response.ok) throw errorFromAnswer(response, json, method, path);
     const parsed = schema.safeParse(json);
     if (!parsed.success) {
-      throw new DuetError("invalid_response", `${method} ${path} answered ${response.status} with a body that is not the duet protocol.`, {
-        status: response.status,
-      });
+      throw new DuetError(
+        "invalid_response",
+        `${method} ${path} answered ${response.status} with a body that is not the duet protocol.`,
+        {
+          status: response.status,
+        },
+      );
     }
     return parsed.data;
   }
@@ -630,7 +730,8 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
 function openAll(session: E2eSession, messages: Message[]): (OpenedMessage | RejectedMessage)[] {
   return messages.map((message) => {
     const opened = session.open(message.id, message.text);
-    if (!opened.ok) return { id: message.id, from: message.from, reason: opened.reason, explanation: opened.explanation };
+    if (!opened.ok)
+      return { id: message.id, from: message.from, reason: opened.reason, explanation: opened.explanation };
     const result: OpenedMessage = { id: message.id, from: message.from, text: opened.text, seq: opened.seq };
     if (opened.missing) result.missing = opened.missing;
     return result;
@@ -652,30 +753,49 @@ function isTransient(error: DuetError): boolean {
 
 function errorFromAnswer(response: Response, json: unknown, method: string, path: string): DuetError {
   const retryAfter = Number(response.headers.get("retry-after"));
-  const retryAfterSeconds = Number.isFinite(retryAfter) && retryAfter >= 0 && response.headers.has("retry-after") ? retryAfter : undefined;
+  const retryAfterSeconds =
+    Number.isFinite(retryAfter) && retryAfter >= 0 && response.headers.has("retry-after") ? retryAfter : undefined;
   const body = json as { error?: unknown; message?: unknown; ended?: unknown } | undefined;
   if (body && typeof body.error === "string" && isProtocolCode(body.error)) {
     const message = typeof body.message === "string" ? body.message : ERRORS[body.error].message;
     const ended = RoomEnding.safeParse(body.ended);
-    return new DuetError(body.error, message, { status: response.status, retryAfterSeconds, ended: ended.success ? ended.data : undefined });
+    return new DuetError(body.error, message, {
+      status: response.status,
+      retryAfterSeconds,
+      ended: ended.success ? ended.data : undefined,
+    });
   }
   const code = codeForStatus(response.status);
-  return new DuetError(code, `${method} ${path} answered HTTP ${response.status}${code === "invalid_response" ? " (not a duet error body)" : ""}.`, {
-    status: response.status,
-    retryAfterSeconds,
-  });
+  return new DuetError(
+    code,
+    `${method} ${path} answered HTTP ${response.status}${code === "invalid_response" ? " (not a duet error body)" : ""}.`,
+    {
+      status: response.status,
+      retryAfterSeconds,
+    },
+  );
 }
 
 function codeForStatus(status: number): DuetError["code"] {
   switch (status) {
-    case 400: return "bad_request";
-    case 401: return "unauthorized";
-    case 403: return "forbidden";
-    case 404: return "not_found";
-    case 405: return "method_not_allowed";
-    case 429: return "rate_limited";
-    case 502: case 503: case 504: return "unavailable";
-    default: return status >= 500 ? "internal" : "invalid_response";
+    case 400:
+      return "bad_request";
+    case 401:
+      return "unauthorized";
+    case 403:
+      return "forbidden";
+    case 404:
+      return "not_found";
+    case 405:
+      return "method_not_allowed";
+    case 429:
+      return "rate_limited";
+    case 502:
+    case 503:
+    case 504:
+      return "unavailable";
+    default:
+      return status >= 500 ? "internal" : "invalid_response";
   }
 }
 
@@ -732,7 +852,11 @@ class StreamSource {
       } catch (error) {
         this.events = undefined;
         if (error instanceof DuetAbortError || this.signal?.aborted) throw new DuetAbortError(undefined, error);
-        const refused = error instanceof DuetError && error.status !== undefined && !isTransient(error) && error.code !== "rate_limited";
+        const refused =
+          error instanceof DuetError &&
+          error.status !== undefined &&
+          !isTransient(error) &&
+          error.code !== "rate_limited";
         this.failures++;
         if (refused || (!this.opened && !this.only) || this.failures >= 3) {
           // A stream that never worked here (a buffering proxy, an older relay) or keeps
@@ -762,7 +886,9 @@ class StreamSource {
       // stops. Any other reason: the room ended (how, when the relay says), as recv's 404.
       if (event.reason === "replaced") await sleep(1000, this.signal);
       else if (event.reason !== "shutdown") {
-        const message = event.ended ? `${describeRoomEnding(event.ended, this.seat.e2e?.seat)} Its code cannot be used again.` : ERRORS.not_found.message;
+        const message = event.ended
+          ? `${describeRoomEnding(event.ended, this.seat.e2e?.seat)} Its code cannot be used again.`
+          : ERRORS.not_found.message;
         throw new DuetError("not_found", message, { status: 404, ended: event.ended });
       }
     }

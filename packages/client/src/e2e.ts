@@ -92,7 +92,8 @@ export type E2eRejectReason = "malformed" | "unauthenticated" | "reflected" | "r
 
 export const E2E_REJECT_EXPLANATIONS: Record<E2eRejectReason, string> = {
   malformed: "is not a duet-e2e:v1 envelope, or its authenticated content is not valid",
-  unauthenticated: "failed authentication: it was altered after it was sealed, or your room key is wrong (check the #k= part of the join address you were given)",
+  unauthenticated:
+    "failed authentication: it was altered after it was sealed, or your room key is wrong (check the #k= part of the join address you were given)",
   reflected: "is one of your own messages sent back to you (reflected), not a message from the peer",
   replayed: "repeats or precedes a message already read from the peer (replayed or reordered)",
 };
@@ -151,7 +152,12 @@ export class E2eSession {
 
   /** Opens a message from the peer. Repeated deliveries of one id are not errors. */
   open(id: string, envelope: string): ReceivedMessage {
-    const refuse = (reason: E2eRejectReason): ReceivedMessage => ({ ok: false, id, reason, explanation: E2E_REJECT_EXPLANATIONS[reason] });
+    const refuse = (reason: E2eRejectReason): ReceivedMessage => ({
+      ok: false,
+      id,
+      reason,
+      explanation: E2E_REJECT_EXPLANATIONS[reason],
+    });
     const opened = openEnvelope(this.peers, envelope);
     if (!opened.ok) {
       if (opened.reason === "unauthenticated" && openEnvelope(this.mine, envelope).ok) return refuse("reflected");
@@ -159,7 +165,9 @@ export class E2eSession {
     }
     const seenSeq = Object.hasOwn(this.state.seen, id) ? this.state.seen[id] : undefined;
     if (seenSeq !== undefined) {
-      return seenSeq === opened.seq ? { ok: true, id, seq: opened.seq, text: opened.text, repeat: true } : refuse("replayed");
+      return seenSeq === opened.seq
+        ? { ok: true, id, seq: opened.seq, text: opened.text, repeat: true }
+        : refuse("replayed");
     }
     if (opened.seq <= this.state.recvSeq) return refuse("replayed");
     const expected = this.state.recvSeq + 1;

@@ -29,7 +29,12 @@ let client: DuetClient;
 
 async function compose(args: string[], timeoutMs = 120_000): Promise<string> {
   try {
-    const { stdout } = await run("docker", [...COMPOSE, ...args], { cwd: ROOT, env: ENV, timeout: timeoutMs, maxBuffer: 64 << 20 });
+    const { stdout } = await run("docker", [...COMPOSE, ...args], {
+      cwd: ROOT,
+      env: ENV,
+      timeout: timeoutMs,
+      maxBuffer: 64 << 20,
+    });
     return stdout;
   } catch (e) {
     const err = e as { stderr?: string; stdout?: string; message: string };
@@ -60,7 +65,10 @@ async function inRelay(relay: string, script: string, env: Record<string, string
 }
 
 async function waitingRecvs(relay: string): Promise<number> {
-  const metrics = await inRelay(relay, "fetch('http://127.0.0.1:8080/metrics').then(r=>r.text()).then(t=>process.stdout.write(t))");
+  const metrics = await inRelay(
+    relay,
+    "fetch('http://127.0.0.1:8080/metrics').then(r=>r.text()).then(t=>process.stdout.write(t))",
+  );
   const line = metrics.split("\n").find((l) => l.startsWith("duet_recv_waiting "));
   return Number(line?.split(" ")[1] ?? NaN);
 }
@@ -102,15 +110,30 @@ afterAll(async () => {
 test("relays run as uid 1000 on a read-only root file system with a writable /tmp", async () => {
   for (const relay of RELAYS) {
     const info = await inspect(await containerOf(relay));
-    expect({ relay, user: info.Config.User, readOnly: info.HostConfig.ReadonlyRootfs }).toEqual({ relay, user: "1000:1000", readOnly: true });
+    expect({ relay, user: info.Config.User, readOnly: info.HostConfig.ReadonlyRootfs }).toEqual({
+      relay,
+      user: "1000:1000",
+      readOnly: true,
+    });
   }
   const probe = await compose([
-    "exec", "-T", "relay-1", "sh", "-c",
+    "exec",
+    "-T",
+    "relay-1",
+    "sh",
+    "-c",
     "id -u; touch /app/x 2>/dev/null && echo app-writable || echo app-read-only; touch /tmp/x && echo tmp-writable",
   ]);
   expect(probe.trim().split("\n")).toEqual(["1000", "app-read-only", "tmp-writable"]);
   // No package manager and no sources in the runtime image.
-  const contents = await compose(["exec", "-T", "relay-1", "sh", "-c", "command -v pnpm || echo no-pnpm; ls /app/packages/server"]);
+  const contents = await compose([
+    "exec",
+    "-T",
+    "relay-1",
+    "sh",
+    "-c",
+    "command -v pnpm || echo no-pnpm; ls /app/packages/server",
+  ]);
   expect(contents).toContain("no-pnpm");
   expect(contents).not.toMatch(/\bsrc\b/);
 }, 60_000);
@@ -132,7 +155,10 @@ test("a whole exchange through nginx on the published port", async () => {
   expect(landing.status).toBe(200);
   expect(await landing.text()).toContain("/v1/api");
   const cli = await fetch(`${baseUrl}/v1/cli/duet.cjs`);
-  expect({ status: cli.status, type: cli.headers.get("content-type") }).toEqual({ status: 200, type: "text/javascript; charset=utf-8" });
+  expect({ status: cli.status, type: cli.headers.get("content-type") }).toEqual({
+    status: 200,
+    type: "text/javascript; charset=utf-8",
+  });
   expect((await cli.text()).startsWith("#!/usr/bin/env node")).toBe(true);
   // nginx does not route /metrics; each relay serves it on its own port.
   expect((await fetch(`${baseUrl}/metrics`, { headers: { "user-agent": USER_AGENT } })).status).toBe(404);
@@ -146,7 +172,7 @@ test("a recv waiting on relay-1 is woken by a send through relay-2 (Redis pub/su
     "fetch('http://127.0.0.1:8080/v1/recv?wait=20000&code='+encodeURIComponent(process.env.CODE),{headers:{authorization:'Bearer '+process.env.TOKEN,'user-agent':'duet/0.1'}})" +
     ".then(async r=>process.stdout.write(JSON.stringify({status:r.status,body:await r.json()})))";
   const started = Date.now();
-  const recv = inRelay("relay-1", recvScript, { CODE: b.code, TOKEN: b.token});
+  const recv = inRelay("relay-1", recvScript, { CODE: b.code, TOKEN: b.token });
   // Send only once the recv is held on relay-1, so the wake-up must cross containers.
   for (let i = 0; (await waitingRecvs("relay-1")) < 1; i++) {
     if (i > 50) throw new Error("the recv never started waiting on relay-1");
@@ -230,7 +256,10 @@ test("`docker compose restart redis` keeps rooms and pending messages; relays re
   expect(got.messages).toEqual([{ id: sent.id, from: "a", text }]);
   expect(waits.every((w) => w.reason === "unavailable" || w.reason === "network")).toBe(true);
   for (const relay of RELAYS) {
-    const ready = await inRelay(relay, "fetch('http://127.0.0.1:8080/readyz').then(r=>process.stdout.write(String(r.status)))");
+    const ready = await inRelay(
+      relay,
+      "fetch('http://127.0.0.1:8080/readyz').then(r=>process.stdout.write(String(r.status)))",
+    );
     expect({ relay, ready }).toEqual({ relay, ready: "200" });
   }
   figures.record("compose", "restart redis: seconds for the restart", restartSeconds);

@@ -84,8 +84,12 @@ async function startPnpm() {
 
 async function expectRelayGone(run: Awaited<ReturnType<typeof startPnpm>>) {
   await run.exited;
-  for (const deadline = Date.now() + 10_000; alive(run.relayPid) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 100));
-  expect({ relayAlive: alive(run.relayPid), portAccepts: await portAccepts(run.port) }).toEqual({ relayAlive: false, portAccepts: false });
+  for (const deadline = Date.now() + 10_000; alive(run.relayPid) && Date.now() < deadline; )
+    await new Promise((r) => setTimeout(r, 100));
+  expect({ relayAlive: alive(run.relayPid), portAccepts: await portAccepts(run.port) }).toEqual({
+    relayAlive: false,
+    portAccepts: false,
+  });
   expect(run.output()).toContain('"msg":"stopped"'); // it drained and shut down, not killed
 }
 

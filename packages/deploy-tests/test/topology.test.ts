@@ -67,7 +67,12 @@ function startHarness(): Promise<Ready> {
   });
 }
 
-async function call(name: string, method: "GET" | "POST", path: string, opts: { token?: string; body?: unknown; rawBody?: string } = {}): Promise<Call> {
+async function call(
+  name: string,
+  method: "GET" | "POST",
+  path: string,
+  opts: { token?: string; body?: unknown; rawBody?: string } = {},
+): Promise<Call> {
   const headers: Record<string, string> = { "user-agent": USER_AGENT };
   if (opts.token) headers.authorization = `Bearer ${opts.token}`;
   let body: string | undefined;
@@ -84,7 +89,13 @@ async function call(name: string, method: "GET" | "POST", path: string, opts: { 
   } catch {
     /* keep the text */
   }
-  return { name, status: res.status, body: parsed, requestId: res.headers.get("x-request-id") ?? "", ms: Date.now() - started };
+  return {
+    name,
+    status: res.status,
+    body: parsed,
+    requestId: res.headers.get("x-request-id") ?? "",
+    ms: Date.now() - started,
+  };
 }
 
 /** The replica address nginx logged for each request id (waits briefly for the log line). */
@@ -103,7 +114,12 @@ async function upstreamsOf(calls: Call[]): Promise<string[]> {
   }
 }
 
-const expectOk = (c: Call) => expect({ call: c.name, status: c.status, body: c.body }).toEqual({ call: c.name, status: 200, body: expect.anything() });
+const expectOk = (c: Call) =>
+  expect({ call: c.name, status: c.status, body: c.body }).toEqual({
+    call: c.name,
+    status: 200,
+    body: expect.anything(),
+  });
 
 async function openPair() {
   const open = await call("open", "POST", "/v1/open", { body: {} });
@@ -152,7 +168,10 @@ test("open, join, send, recv, ack, close through nginx, each call on a different
   const { open, join, code, a, b } = await openPair();
   expect(typeof code).toBe("string");
   expect(open.body.join_url.startsWith(`${topo.url}/join/`)).toBe(true); // PUBLIC_URL is the balancer's
-  const send = await call("send", "POST", "/v1/send", { token: a, body: { code, text: "hello through nginx", idempotency_key: "k-1" } });
+  const send = await call("send", "POST", "/v1/send", {
+    token: a,
+    body: { code, text: "hello through nginx", idempotency_key: "k-1" },
+  });
   expectOk(send);
   const recv = await call("recv", "GET", `/v1/recv?code=${encodeURIComponent(code)}&wait=0`, { token: b });
   expectOk(recv);
@@ -172,7 +191,8 @@ test("open, join, send, recv, ack, close through nginx, each call on a different
   const trail = calls.map((c, i) => `${c.name}->${upstreams[i]}`).join(", ");
   for (const u of upstreams) expect(addresses).toContain(u);
   for (let i = 1; i < upstreams.length; i++) {
-    if (upstreams[i] === upstreams[i - 1]) throw new Error(`${calls[i]!.name} landed on the same replica as ${calls[i - 1]!.name}: ${trail}`);
+    if (upstreams[i] === upstreams[i - 1])
+      throw new Error(`${calls[i]!.name} landed on the same replica as ${calls[i - 1]!.name}: ${trail}`);
   }
   expect(new Set(upstreams).size).toBe(3);
   // The essential property: what one replica accepted, another one delivered.
@@ -181,7 +201,9 @@ test("open, join, send, recv, ack, close through nginx, each call on a different
 
 test("a recv waiting on one replica is woken by a send through another", async () => {
   const { code, a, b } = await openPair();
-  const waiting = call("recv (waiting)", "GET", `/v1/recv?code=${encodeURIComponent(code)}&wait=${MAX_WAIT_MS}`, { token: b });
+  const waiting = call("recv (waiting)", "GET", `/v1/recv?code=${encodeURIComponent(code)}&wait=${MAX_WAIT_MS}`, {
+    token: b,
+  });
   await new Promise((r) => setTimeout(r, 500)); // let the recv reach its replica and start waiting
   const send = await call("send", "POST", "/v1/send", { token: a, body: { code, text: "wake up" } });
   expectOk(send);
@@ -196,7 +218,9 @@ test("a recv waiting on one replica is woken by a send through another", async (
 
 test(`a ${MAX_WAIT_MS / 1000} s long-poll is not cut by nginx: 200 with no messages`, async () => {
   const { code, a, b } = await openPair();
-  const recv = await call("recv (long)", "GET", `/v1/recv?code=${encodeURIComponent(code)}&wait=${MAX_WAIT_MS}`, { token: b });
+  const recv = await call("recv (long)", "GET", `/v1/recv?code=${encodeURIComponent(code)}&wait=${MAX_WAIT_MS}`, {
+    token: b,
+  });
   expect(recv.status).toBe(200);
   expect(recv.body).toEqual({ messages: [] });
   expect(recv.ms).toBeGreaterThanOrEqual(MAX_WAIT_MS - 500);
@@ -217,7 +241,10 @@ test("the largest text, JSON-escaped to its worst case, passes nginx; a larger b
   expect(recv.body.messages).toHaveLength(1);
   expect(recv.body.messages[0].text.length).toBe(MAX_TEXT_BYTES);
 
-  const tooBig = await call("send (15 MiB body)", "POST", "/v1/send", { token: a, rawBody: JSON.stringify({ code, text: "x".repeat(15 * 1024 * 1024) }) });
+  const tooBig = await call("send (15 MiB body)", "POST", "/v1/send", {
+    token: a,
+    rawBody: JSON.stringify({ code, text: "x".repeat(15 * 1024 * 1024) }),
+  });
   expect(tooBig.status).toBe(400);
   expect(tooBig.body).toEqual({ error: "too_large", message: expect.any(String) });
   expectOk(await call("close", "POST", "/v1/close", { token: a, body: { code, force: true } }));
@@ -238,7 +265,8 @@ test("the push stream passes nginx unbuffered: each event arrives while the stre
   const readUntil = async (done: () => boolean) => {
     while (!done()) {
       const chunk = await Promise.race([reader.read(), after(10_000, "timeout" as const)]);
-      if (chunk === "timeout") throw new Error(`nothing more through nginx within 10 s; so far ${JSON.stringify(text)}`);
+      if (chunk === "timeout")
+        throw new Error(`nothing more through nginx within 10 s; so far ${JSON.stringify(text)}`);
       if (chunk.done) throw new Error(`the stream ended; got ${JSON.stringify(text)}`);
       text += decoder.decode(chunk.value, { stream: true });
     }
@@ -253,8 +281,13 @@ test("the push stream passes nginx unbuffered: each event arrives while the stre
       sends.push(send);
       await readUntil(() => text.includes(`"text":"${word}"`));
     }
-    const lines = text.trim().split("\n").map((line) => JSON.parse(line));
-    expect(lines).toEqual(sends.map((send, i) => ({ event: "message", id: send.body.id, from: "a", text: ["one", "two"][i] })));
+    const lines = text
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
+    expect(lines).toEqual(
+      sends.map((send, i) => ({ event: "message", id: send.body.id, from: "a", text: ["one", "two"][i] })),
+    );
   } finally {
     abort.abort();
   }
@@ -266,7 +299,13 @@ test("MCP through nginx: the official client converses on several replicas, and 
   const served: Call[] = [];
   const recordingFetch = async (input: string | URL, init?: RequestInit) => {
     const response = await fetch(input, init);
-    served.push({ name: `mcp ${served.length}`, status: response.status, body: undefined, requestId: response.headers.get("x-request-id") ?? "", ms: 0 });
+    served.push({
+      name: `mcp ${served.length}`,
+      status: response.status,
+      body: undefined,
+      requestId: response.headers.get("x-request-id") ?? "",
+      ms: 0,
+    });
     return response;
   };
   const client = new Client({ name: "duet-topology-test", version: "1.0.0" });
@@ -282,7 +321,11 @@ test("MCP through nginx: the official client converses on several replicas, and 
     const joined = await tool("join", { code: opened.code });
     let progressed!: () => void;
     const firstProgress = new Promise<void>((r) => (progressed = r));
-    const waiting = tool("recv", { code: opened.code, token: joined.token, wait: MAX_WAIT_MS }, { onprogress: () => progressed() });
+    const waiting = tool(
+      "recv",
+      { code: opened.code, token: joined.token, wait: MAX_WAIT_MS },
+      { onprogress: () => progressed() },
+    );
     // A buffering proxy would hold the progress notification until the recv's answer, and
     // the recv would then end empty after its whole wait.
     await firstProgress;

@@ -23,7 +23,13 @@ export function isE2eEnvelope(text: string): boolean {
   const parts = text.slice(E2E_ENVELOPE_PREFIX.length).split(":");
   if (parts.length !== 3) return false;
   const [iv, ciphertext, tag] = parts as [string, string, string];
-  return iv.length === 24 && tag.length === 44 && isCanonicalBase64(iv) && isCanonicalBase64(tag) && isCanonicalBase64(ciphertext);
+  return (
+    iv.length === 24 &&
+    tag.length === 44 &&
+    isCanonicalBase64(iv) &&
+    isCanonicalBase64(tag) &&
+    isCanonicalBase64(ciphertext)
+  );
 }
 
 /** Characters of an envelope that are not ciphertext: prefix, iv (24), two colons, tag (44). */
@@ -46,30 +52,31 @@ export function e2eMaxTextBytes(seq: number): number {
  * The openssl recipe (docs/encryption.md and GET /v1/api show it; the client's tests run it):
  * shell functions duet_seal and duet_open that reproduce duet-e2e v1 with OpenSSL 3 alone.
  */
-export const E2E_OPENSSL_RECIPE = [
-  "# duet-e2e:v1 with the openssl command line (OpenSSL 3). Set CODE (the room code) and",
-  "# K (the 43 characters after #k= in the join address), then use duet_seal / duet_open.",
-  "key_hex=$(printf '%s=' \"$K\" | tr '_-' '/+' | openssl base64 -d -A | od -An -vtx1 | tr -d ' \\n')",
-  "duet_keys() {  # $1 = a2b or b2a -> sets enc and mac (hex)",
-  "  okm=$(openssl kdf -keylen 64 -kdfopt digest:SHA256 -kdfopt hexkey:\"$key_hex\" \\",
-  "        -kdfopt info:\"duet-e2e/v1/$CODE/$1\" HKDF | tr -d ':\\n')",
-  "  enc=$(printf %s \"$okm\" | cut -c1-64); mac=$(printf %s \"$okm\" | cut -c65-128)",
-  "}",
-  "duet_seal() {  # $1 = your direction (a2b if you are seat a), $2 = seq (1, 2, ...), $3 = text",
-  "  duet_keys \"$1\"",
-  "  iv_b64=$(openssl rand -base64 16)  # a fresh random iv for every message",
-  "  iv=$(printf %s \"$iv_b64\" | openssl base64 -d -A | od -An -vtx1 | tr -d ' \\n')",
-  "  ct=$(printf '%s\\n%s' \"$2\" \"$3\" | openssl enc -aes-256-ctr -K \"$enc\" -iv \"$iv\" | openssl base64 -A)",
-  "  body=\"duet-e2e:v1:$iv_b64:$ct\"",
-  "  tag=$(printf %s \"$body\" | openssl dgst -sha256 -mac HMAC -macopt hexkey:\"$mac\" -binary | openssl base64 -A)",
-  "  printf '%s:%s\\n' \"$body\" \"$tag\"",
-  "}",
-  "duet_open() {  # $1 = the sender's direction (b2a if you are seat a), $2 = envelope; prints \"<seq>\\n<text>\"",
-  "  duet_keys \"$1\"",
-  "  body=${2%:*}",
-  "  tag=$(printf %s \"$body\" | openssl dgst -sha256 -mac HMAC -macopt hexkey:\"$mac\" -binary | openssl base64 -A)",
-  "  if [ \"$tag\" != \"${2##*:}\" ]; then echo \"refused: altered, wrong key or wrong direction\" >&2; return 1; fi",
-  "  iv=$(printf %s \"$body\" | cut -d: -f3 | openssl base64 -d -A | od -An -vtx1 | tr -d ' \\n')",
-  "  printf %s \"$body\" | cut -d: -f4 | openssl base64 -d -A | openssl enc -d -aes-256-ctr -K \"$enc\" -iv \"$iv\"",
-  "}",
-].join("\n") + "\n";
+export const E2E_OPENSSL_RECIPE =
+  [
+    "# duet-e2e:v1 with the openssl command line (OpenSSL 3). Set CODE (the room code) and",
+    "# K (the 43 characters after #k= in the join address), then use duet_seal / duet_open.",
+    "key_hex=$(printf '%s=' \"$K\" | tr '_-' '/+' | openssl base64 -d -A | od -An -vtx1 | tr -d ' \\n')",
+    "duet_keys() {  # $1 = a2b or b2a -> sets enc and mac (hex)",
+    '  okm=$(openssl kdf -keylen 64 -kdfopt digest:SHA256 -kdfopt hexkey:"$key_hex" \\',
+    "        -kdfopt info:\"duet-e2e/v1/$CODE/$1\" HKDF | tr -d ':\\n')",
+    '  enc=$(printf %s "$okm" | cut -c1-64); mac=$(printf %s "$okm" | cut -c65-128)',
+    "}",
+    "duet_seal() {  # $1 = your direction (a2b if you are seat a), $2 = seq (1, 2, ...), $3 = text",
+    '  duet_keys "$1"',
+    "  iv_b64=$(openssl rand -base64 16)  # a fresh random iv for every message",
+    "  iv=$(printf %s \"$iv_b64\" | openssl base64 -d -A | od -An -vtx1 | tr -d ' \\n')",
+    '  ct=$(printf \'%s\\n%s\' "$2" "$3" | openssl enc -aes-256-ctr -K "$enc" -iv "$iv" | openssl base64 -A)',
+    '  body="duet-e2e:v1:$iv_b64:$ct"',
+    '  tag=$(printf %s "$body" | openssl dgst -sha256 -mac HMAC -macopt hexkey:"$mac" -binary | openssl base64 -A)',
+    '  printf \'%s:%s\\n\' "$body" "$tag"',
+    "}",
+    'duet_open() {  # $1 = the sender\'s direction (b2a if you are seat a), $2 = envelope; prints "<seq>\\n<text>"',
+    '  duet_keys "$1"',
+    "  body=${2%:*}",
+    '  tag=$(printf %s "$body" | openssl dgst -sha256 -mac HMAC -macopt hexkey:"$mac" -binary | openssl base64 -A)',
+    '  if [ "$tag" != "${2##*:}" ]; then echo "refused: altered, wrong key or wrong direction" >&2; return 1; fi',
+    "  iv=$(printf %s \"$body\" | cut -d: -f3 | openssl base64 -d -A | od -An -vtx1 | tr -d ' \\n')",
+    '  printf %s "$body" | cut -d: -f4 | openssl base64 -d -A | openssl enc -d -aes-256-ctr -K "$enc" -iv "$iv"',
+    "}",
+  ].join("\n") + "\n";

@@ -21,7 +21,11 @@ function errorResponses(codes: ErrorCode[], withEnding = codes.includes("unautho
   const out: Record<string, unknown> = {};
   for (const [status, group] of byStatus) {
     out[String(status)] = {
-      description: group.map((c) => `${c}: ${ERRORS[c].message} ${ERRORS[c].remedy}${c === "not_found" && withEnding ? ENDED_NOTE : ""}`).join("\n\n"),
+      description: group
+        .map(
+          (c) => `${c}: ${ERRORS[c].message} ${ERRORS[c].remedy}${c === "not_found" && withEnding ? ENDED_NOTE : ""}`,
+        )
+        .join("\n\n"),
       content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
     };
   }
@@ -54,7 +58,10 @@ function operation(spec: EndpointSpec) {
   if (spec.description) op.description = spec.description;
   op.security = spec.auth === "bearer" ? bearer : [];
   if (spec.input?.in === "body") {
-    op.requestBody = { required: spec.input.required, content: { "application/json": { schema: requestSchema(spec.input.schema) } } };
+    op.requestBody = {
+      required: spec.input.required,
+      content: { "application/json": { schema: requestSchema(spec.input.schema) } },
+    };
   } else if (spec.input?.in === "query") {
     op.parameters = queryParams(spec.input.schema);
   }
@@ -83,14 +90,31 @@ export function buildOpenApiDocument(serverUrl?: string) {
       security: bearer,
       parameters: [
         ...queryParams(S.StreamQuery),
-        { name: "Last-Event-ID", in: "header", required: false, description: "Resume after this message id (what an EventSource sends on reconnect).", schema: { type: "string" } },
+        {
+          name: "Last-Event-ID",
+          in: "header",
+          required: false,
+          description: "Resume after this message id (what an EventSource sends on reconnect).",
+          schema: { type: "string" },
+        },
       ],
       responses: {
         "200": {
           description: "The stream.",
-          content: { "text/event-stream": { schema: { type: "string" } }, "application/x-ndjson": { schema: { type: "string" } } },
+          content: {
+            "text/event-stream": { schema: { type: "string" } },
+            "application/x-ndjson": { schema: { type: "string" } },
+          },
         },
-        ...errorResponses(["bad_request", "forbidden", "rate_limited", "unavailable", "internal", "unauthorized", "not_found"]),
+        ...errorResponses([
+          "bad_request",
+          "forbidden",
+          "rate_limited",
+          "unavailable",
+          "internal",
+          "unauthorized",
+          "not_found",
+        ]),
       },
     },
   };
@@ -101,7 +125,10 @@ export function buildOpenApiDocument(serverUrl?: string) {
       operationId: "recipe",
       summary: "The protocol recipe, as markdown",
       security: [],
-      responses: { "200": { description: "The recipe.", content: { "text/markdown": { schema: { type: "string" } } } }, ...tooMany },
+      responses: {
+        "200": { description: "The recipe.", content: { "text/markdown": { schema: { type: "string" } } } },
+        ...tooMany,
+      },
     },
   };
   paths["/v1/openapi.json"] = {
@@ -109,7 +136,10 @@ export function buildOpenApiDocument(serverUrl?: string) {
       operationId: "openapi",
       summary: "This document",
       security: [],
-      responses: { "200": { description: "OpenAPI 3.1.", content: { "application/json": { schema: { type: "object" } } } }, ...tooMany },
+      responses: {
+        "200": { description: "OpenAPI 3.1.", content: { "application/json": { schema: { type: "object" } } } },
+        ...tooMany,
+      },
     },
   };
   return {
@@ -125,7 +155,9 @@ export function buildOpenApiDocument(serverUrl?: string) {
     },
     servers: [{ url: serverUrl ?? "/" }],
     components: {
-      securitySchemes: { seatToken: { type: "http", scheme: "bearer", description: "The seat token from open or join." } },
+      securitySchemes: {
+        seatToken: { type: "http", scheme: "bearer", description: "The seat token from open or join." },
+      },
       schemas: { Error: responseSchema(S.ErrorResponse) },
     },
     paths,

@@ -9,7 +9,14 @@ const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one :
  * With `seat` (the reader's own seat) the closer is named "you" or "your peer".
  */
 export function describeRoomEnding(ending: RoomEnding, seat?: Seat): string {
-  const who = ending.by === undefined ? "a seat" : seat === undefined ? `seat ${ending.by}` : ending.by === seat ? `you (seat ${ending.by})` : `your peer (seat ${ending.by})`;
+  const who =
+    ending.by === undefined
+      ? "a seat"
+      : seat === undefined
+        ? `seat ${ending.by}`
+        : ending.by === seat
+          ? `you (seat ${ending.by})`
+          : `your peer (seat ${ending.by})`;
   switch (ending.reason) {
     case "closed":
       return `The room ended: ${who} closed it at ${ending.at} with every message read.`;

@@ -40,7 +40,13 @@ export const IdempotencyKey = z
   )
   .describe("Reuse it when retrying the same send: the same key and text return the same id.");
 
-export const MessageId = z.string().min(1).max(64).describe("Message id: decimal digits, unique within its room and larger for each later message (docs/protocol.md §2).");
+export const MessageId = z
+  .string()
+  .min(1)
+  .max(64)
+  .describe(
+    "Message id: decimal digits, unique within its room and larger for each later message (docs/protocol.md §2).",
+  );
 
 // ---- requests ---------------------------------------------------------------------------
 
@@ -49,7 +55,9 @@ export const OpenRequest = z
     e2e: z
       .boolean()
       .optional()
-      .describe("true opens an end-to-end encrypted room: every text must then be a duet-e2e:v1 envelope. Default false."),
+      .describe(
+        "true opens an end-to-end encrypted room: every text must then be a duet-e2e:v1 envelope. Default false.",
+      ),
   })
   .describe("No required fields.");
 export const JoinRequest = z.strictObject({ code: RoomCode });
@@ -76,13 +84,24 @@ export const StreamQuery = z.strictObject({
     .regex(/^[0-9]{1,15}$/, "after must be a message id (digits)")
     .optional()
     .describe("Resume after this message id: only later messages are sent (the Last-Event-ID header does the same)."),
-  format: z.enum(["sse", "ndjson"]).optional().describe("sse (default): Server-Sent Events; ndjson: one JSON object per line."),
+  format: z
+    .enum(["sse", "ndjson"])
+    .optional()
+    .describe("sse (default): Server-Sent Events; ndjson: one JSON object per line."),
 });
 /**
  * Why a stream ended (its last event): how the room ended (RoomEnding's reasons, as recv's
  * 404 says them), "gone" when the relay no longer knows how, "replaced" or "shutdown".
  */
-export const STREAM_END_REASONS = ["closed", "force_closed", "idle_timeout", "hard_cap", "gone", "replaced", "shutdown"] as const;
+export const STREAM_END_REASONS = [
+  "closed",
+  "force_closed",
+  "idle_timeout",
+  "hard_cap",
+  "gone",
+  "replaced",
+  "shutdown",
+] as const;
 export type StreamEndReason = (typeof STREAM_END_REASONS)[number];
 export const AckRequest = z.strictObject({
   code: RoomCode,
@@ -107,27 +126,50 @@ export type CloseRequest = z.input<typeof CloseRequest>;
 
 // ---- responses --------------------------------------------------------------------------
 
-const ExpiresIn = z.number().int().min(0).describe("Whole seconds until the room ends (the earlier of idle timeout and hard cap).");
+const ExpiresIn = z
+  .number()
+  .int()
+  .min(0)
+  .describe("Whole seconds until the room ends (the earlier of idle timeout and hard cap).");
 const SeatToken = z.string().describe("Secret bearer token of this seat. Never share it, never log it.");
 
 // Present only in end-to-end encrypted rooms, so plain rooms answer exactly as before.
 const E2eFlag = z.literal(true).optional().describe("Present (true) only when the room is end-to-end encrypted.");
-const E2eNote = z.string().optional().describe("In an end-to-end encrypted room: what a seat needs to read and write it.");
+const E2eNote = z
+  .string()
+  .optional()
+  .describe("In an end-to-end encrypted room: what a seat needs to read and write it.");
 
 export const OpenResponse = z.object({
   code: z.string(),
   seat: Seat,
   token: SeatToken,
   expires_in: ExpiresIn,
-  join_url: z.string().describe("Address the other party reads to join. Contains no secret (in an encrypted room the client adds #k=<key> itself)."),
+  join_url: z
+    .string()
+    .describe(
+      "Address the other party reads to join. Contains no secret (in an encrypted room the client adds #k=<key> itself).",
+    ),
   e2e: E2eFlag,
   share: z.string().describe("Share block to paste to the other agent as is. Contains no token."),
 });
-export const JoinResponse = z.object({ code: z.string(), seat: Seat, token: SeatToken, expires_in: ExpiresIn, e2e: E2eFlag, e2e_note: E2eNote });
+export const JoinResponse = z.object({
+  code: z.string(),
+  seat: Seat,
+  token: SeatToken,
+  expires_in: ExpiresIn,
+  e2e: E2eFlag,
+  e2e_note: E2eNote,
+});
 export const SendResponse = z.object({ id: MessageId });
 export const Message = z.object({ id: MessageId, from: Seat, text: z.string() });
-export const RecvResponse = z.object({ messages: z.array(Message).describe("Pending messages for the caller, oldest first.") });
-export const AckResponse = z.object({ ok: z.literal(true), acked: z.number().int().min(0).describe("Messages this call deleted.") });
+export const RecvResponse = z.object({
+  messages: z.array(Message).describe("Pending messages for the caller, oldest first."),
+});
+export const AckResponse = z.object({
+  ok: z.literal(true),
+  acked: z.number().int().min(0).describe("Messages this call deleted."),
+});
 export const StatusResponse = z.object({
   seat: Seat.describe("The caller's seat."),
   members: z.array(Seat).describe("Seats that are claimed."),

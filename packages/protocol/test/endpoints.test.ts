@@ -29,6 +29,7 @@ test("every operation has a unique operationId, a security list and a 4xx answer
 test("every tool input of the table is a strict object", () => {
   for (const id of OPERATION_IDS) {
     const spec = ENDPOINTS[id] as { tool?: { input?: { safeParse: (v: unknown) => { success: boolean } } } };
-    if (spec.tool?.input) expect(spec.tool.input.safeParse({ code: "k7dq-3mxa-9z2f", surprise: 1 }).success).toBe(false);
+    if (spec.tool?.input)
+      expect(spec.tool.input.safeParse({ code: "k7dq-3mxa-9z2f", surprise: 1 }).success).toBe(false);
   }
 });

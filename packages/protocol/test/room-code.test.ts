@@ -3,7 +3,8 @@ import { buildOpenApiDocument, normalizeRoomCode, roomCodeFromBytes, RecvQuery, 
 
 describe("room codes", () => {
   it("mints three groups of four Crockford base32 characters", () => {
-    for (let i = 0; i < 200; i++) expect(roomCodeFromBytes(randomBytes(8))).toMatch(/^[0-9a-hjkmnp-tv-z]{4}(-[0-9a-hjkmnp-tv-z]{4}){2}$/);
+    for (let i = 0; i < 200; i++)
+      expect(roomCodeFromBytes(randomBytes(8))).toMatch(/^[0-9a-hjkmnp-tv-z]{4}(-[0-9a-hjkmnp-tv-z]{4}){2}$/);
   });
   it("tolerates case, spaces, missing or extra dashes and look-alike letters", () => {
     expect(normalizeRoomCode(" K7DQ3MXA9Z2F ")).toBe("k7dq-3mxa-9z2f");
@@ -12,7 +13,8 @@ describe("room codes", () => {
     expect(normalizeRoomCode("Oi1L-0000-0000")).toBe("0111-0000-0000");
   });
   it("refuses what cannot be a code", () => {
-    for (const bad of ["", "k7dq-3mxa", "k7dq-3mxa-9z2f-a", "k7dq-3mxa-9z2u", "k7dq_3mxa_9z2f"]) expect(normalizeRoomCode(bad)).toBeUndefined();
+    for (const bad of ["", "k7dq-3mxa", "k7dq-3mxa-9z2f-a", "k7dq-3mxa-9z2u", "k7dq_3mxa_9z2f"])
+      expect(normalizeRoomCode(bad)).toBeUndefined();
   });
 });
 
@@ -20,10 +22,12 @@ describe("schemas", () => {
   it("bounds wait to whole milliseconds in 0..25000", () => {
     expect(RecvQuery.parse({ code: "k7dq-3mxa-9z2f", wait: "25000" }).wait).toBe(25000);
     expect(RecvQuery.parse({ code: "k7dq-3mxa-9z2f", wait: "0" }).wait).toBe(0);
-    for (const wait of ["25001", "-1", "1.5", "", "abc"]) expect(RecvQuery.safeParse({ code: "k7dq-3mxa-9z2f", wait }).success).toBe(false);
+    for (const wait of ["25001", "-1", "1.5", "", "abc"])
+      expect(RecvQuery.safeParse({ code: "k7dq-3mxa-9z2f", wait }).success).toBe(false);
   });
   it("accepts idempotency keys of 1 to 128 visible ASCII characters only", () => {
-    const send = (key: string) => SendRequest.safeParse({ code: "k7dq-3mxa-9z2f", text: "x", idempotency_key: key }).success;
+    const send = (key: string) =>
+      SendRequest.safeParse({ code: "k7dq-3mxa-9z2f", text: "x", idempotency_key: key }).success;
     expect(send("!")).toBe(true);
     expect(send("~".repeat(128))).toBe(true);
     expect(send("a".repeat(129))).toBe(false);
@@ -42,7 +46,19 @@ describe("OpenAPI document", () => {
     expect(doc.openapi).toBe("3.1.0");
     expect(doc.info.version).toBe("1.0.0");
     expect(Object.keys(doc.paths).sort()).toEqual(
-      ["/v1/ack", "/v1/api", "/v1/close", "/v1/join", "/v1/open", "/v1/openapi.json", "/v1/recv", "/v1/send", "/v1/stats", "/v1/status", "/v1/stream"].sort(),
+      [
+        "/v1/ack",
+        "/v1/api",
+        "/v1/close",
+        "/v1/join",
+        "/v1/open",
+        "/v1/openapi.json",
+        "/v1/recv",
+        "/v1/send",
+        "/v1/stats",
+        "/v1/status",
+        "/v1/stream",
+      ].sort(),
     );
     expect(JSON.stringify(doc)).toContain("idempotency_key");
   });

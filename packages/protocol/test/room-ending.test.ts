@@ -5,9 +5,15 @@ const at = "2026-11-26T06:00:00.000Z";
 
 describe("describeRoomEnding", () => {
   it("names the closer from the reader's seat", () => {
-    expect(describeRoomEnding({ reason: "closed", by: "a", at }, "a")).toBe(`The room ended: you (seat a) closed it at ${at} with every message read.`);
-    expect(describeRoomEnding({ reason: "closed", by: "a", at }, "b")).toBe(`The room ended: your peer (seat a) closed it at ${at} with every message read.`);
-    expect(describeRoomEnding({ reason: "closed", by: "b", at })).toBe(`The room ended: seat b closed it at ${at} with every message read.`);
+    expect(describeRoomEnding({ reason: "closed", by: "a", at }, "a")).toBe(
+      `The room ended: you (seat a) closed it at ${at} with every message read.`,
+    );
+    expect(describeRoomEnding({ reason: "closed", by: "a", at }, "b")).toBe(
+      `The room ended: your peer (seat a) closed it at ${at} with every message read.`,
+    );
+    expect(describeRoomEnding({ reason: "closed", by: "b", at })).toBe(
+      `The room ended: seat b closed it at ${at} with every message read.`,
+    );
   });
 
   it("counts what a force close abandoned, in each direction", () => {

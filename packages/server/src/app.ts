@@ -42,7 +42,12 @@ export interface AppDeps {
 
 export interface DuetApp extends Express {
   /** Every waiting recv of this app, for shutdown. */
-  locals: Express["locals"] & { waitingRecvs: WaitingRecvs; streams: OpenStreams; metrics: RelayMetrics; operations: Operations };
+  locals: Express["locals"] & {
+    waitingRecvs: WaitingRecvs;
+    streams: OpenStreams;
+    metrics: RelayMetrics;
+    operations: Operations;
+  };
 }
 
 export function createApp(deps: AppDeps): DuetApp {
@@ -53,7 +58,12 @@ export function createApp(deps: AppDeps): DuetApp {
   const streams = new OpenStreams(store, config.wakeRecheckMs);
   app.locals.streams = streams;
   const cachedTally = new CachedTally(store, config.statsCacheMs);
-  const metrics = new RelayMetrics({ waitingRecvs: () => waitingRecvs.size, openStreams: () => streams.size, tally: () => cachedTally.read(), processMetrics: deps.processMetrics });
+  const metrics = new RelayMetrics({
+    waitingRecvs: () => waitingRecvs.size,
+    openStreams: () => streams.size,
+    tally: () => cachedTally.read(),
+    processMetrics: deps.processMetrics,
+  });
   app.locals.metrics = metrics;
 
   app.disable("x-powered-by");
@@ -65,12 +75,21 @@ export function createApp(deps: AppDeps): DuetApp {
   const baseUrl = (req: Request) => config.publicUrl ?? `${req.protocol}://${req.host}`;
 
   const log = requestLog(logger, metrics);
-  const publicLimiter = rateLimiter({ name: "requests", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.requestsPerWindow }, deps.rateLimitStores?.requests);
+  const publicLimiter = rateLimiter(
+    { name: "requests", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.requestsPerWindow },
+    deps.rateLimitStores?.requests,
+  );
   const roomLimiter: RequestHandler = rateLimiter(
     { name: "rooms", windowMs: config.rateLimit.windowMs, limit: config.rateLimit.roomsPerWindow },
     deps.rateLimitStores?.rooms,
   );
-  const ops = operations({ store, waitingRecvs, metrics, wakeRecheckMs: config.wakeRecheckMs, readTally: () => cachedTally.read() });
+  const ops = operations({
+    store,
+    waitingRecvs,
+    metrics,
+    wakeRecheckMs: config.wakeRecheckMs,
+    readTally: () => cachedTally.read(),
+  });
   app.locals.operations = ops;
   const rooms = roomRoutes({ operations: ops, baseUrl, roomLimiter, publicLimiter });
   const userAgents = userAgentPolicy(config.userAgentPolicy);
@@ -79,7 +98,9 @@ export function createApp(deps: AppDeps): DuetApp {
   // its route, with the same request log, headers, User-Agent policy and limits the layers
   // below give it (room-routes.ts). Only the room calls: stats has no User-Agent policy.
   const roomCallLayers = [log, apiHeaders, userAgents, publicLimiter];
-  const roomCalls = new Map([...rooms.routes].filter(([key]) => ROOM_ENDPOINTS[key.slice(key.indexOf(" ") + 1)] !== undefined));
+  const roomCalls = new Map(
+    [...rooms.routes].filter(([key]) => ROOM_ENDPOINTS[key.slice(key.indexOf(" ") + 1)] !== undefined),
+  );
   app.use(dispatchRoomCalls(roomCalls, roomCallLayers));
 
   app.use(log);
@@ -93,7 +114,18 @@ export function createApp(deps: AppDeps): DuetApp {
   app.use(streamRoute(streams));
 
   // ---- MCP (Streamable HTTP, stateless): any User-Agent, same per-IP limits -------------
-  app.use(mcpRoutes({ operations: ops, baseUrl, logger, metrics, bindHost: config.host, publicUrl: config.publicUrl, publicLimiter, roomLimiter }));
+  app.use(
+    mcpRoutes({
+      operations: ops,
+      baseUrl,
+      logger,
+      metrics,
+      bindHost: config.host,
+      publicUrl: config.publicUrl,
+      publicLimiter,
+      roomLimiter,
+    }),
+  );
 
   // ---- public: any User-Agent ----------------------------------------------------------
   app.get("/healthz", (_req, res) => void res.json({ ok: true }));
@@ -121,9 +153,14 @@ export function createApp(deps: AppDeps): DuetApp {
   });
   app.get("/v1/openapi.json", (req, res) => void res.json(buildOpenApiDocument(baseUrl(req))));
   app.get("/", (req, res) => {
-    const settings = { baseUrl: baseUrl(req), idleMinutes: config.roomIdleMs / 60_000, maxMinutes: config.roomMaxMs / 60_000 };
+    const settings = {
+      baseUrl: baseUrl(req),
+      idleMinutes: config.roomIdleMs / 60_000,
+      maxMinutes: config.roomMaxMs / 60_000,
+    };
     res.vary("Accept");
-    if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderLandingHtml(settings));
+    if (req.accepts(["text/markdown", "text/html"]) === "text/html")
+      return void res.type("html").send(renderLandingHtml(settings));
     res.type("text/markdown; charset=utf-8").send(renderLandingMarkdown(settings));
   });
   app.use(downloadRoutes(deps.publicDir ?? join(__dirname, "public"), publicLimiter));
@@ -138,7 +175,8 @@ export function createApp(deps: AppDeps): DuetApp {
       return next(error);
     }
     res.vary("Accept");
-    if (req.accepts(["text/markdown", "text/html"]) === "text/html") return void res.type("html").send(renderJoinHtml(baseUrl(req), code, room));
+    if (req.accepts(["text/markdown", "text/html"]) === "text/html")
+      return void res.type("html").send(renderJoinHtml(baseUrl(req), code, room));
     res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(baseUrl(req), code, room));
   });
 

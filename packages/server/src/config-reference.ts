@@ -12,7 +12,8 @@ export interface ConfigVariableReference {
 }
 
 /** Marks the generated table in docs/configuration.md. */
-export const CONFIG_TABLE_START = "<!-- config-table:start (generated from packages/server/src/config.ts by `pnpm docs:config`; do not edit) -->";
+export const CONFIG_TABLE_START =
+  "<!-- config-table:start (generated from packages/server/src/config.ts by `pnpm docs:config`; do not edit) -->";
 export const CONFIG_TABLE_END = "<!-- config-table:end -->";
 
 function showDefault(schema: { safeParse(input: unknown): { success: boolean; data?: unknown } }): string {
@@ -37,7 +38,15 @@ export function configReference(): ConfigVariableReference[] {
 export function renderConfigTable(): string {
   const cell = (text: string) => text.replace(/\|/g, "\\|").replace(/\n/g, " ");
   const rows = configReference().map((v) => `| \`${v.name}\` | ${cell(v.defaultValue)} | ${cell(v.description)} |`);
-  return [CONFIG_TABLE_START, "", "| Variable | Default | Meaning |", "|---|---|---|", ...rows, "", CONFIG_TABLE_END].join("\n");
+  return [
+    CONFIG_TABLE_START,
+    "",
+    "| Variable | Default | Meaning |",
+    "|---|---|---|",
+    ...rows,
+    "",
+    CONFIG_TABLE_END,
+  ].join("\n");
 }
 
 /**

@@ -29,11 +29,15 @@ const trustProxy = z
     if (value === "true") {
       ctx.addIssue({
         code: "custom",
-        message: "'true' would trust any X-Forwarded-For a client sends; give the number of proxies in front (e.g. 1) or their addresses",
+        message:
+          "'true' would trust any X-Forwarded-For a client sends; give the number of proxies in front (e.g. 1) or their addresses",
       });
       return z.NEVER;
     }
-    return value.split(",").map((part) => part.trim()).filter(Boolean);
+    return value
+      .split(",")
+      .map((part) => part.trim())
+      .filter(Boolean);
   });
 
 export interface HostPort {
@@ -102,51 +106,120 @@ const flag = z
 export const ConfigSchema = z
   .object({
     PORT: integer(8080, 0, 65535).describe("TCP port to listen on; `0` picks a free one."),
-    HOST: optionalText.transform((v) => v ?? "127.0.0.1").describe("Address to listen on. Containers must set `0.0.0.0` (the image does)."),
-    PUBLIC_URL: optionalText.pipe(z.url({ protocol: /^https?$/ }).optional()).transform((v) => v?.replace(/\/+$/, "")).describe("Public base URL, e.g. `https://duet.example.com`, for `join_url`, the share block and the recipe, and the one `Host` that `/mcp` accepts besides loopback names (DNS-rebinding protection). Unset: taken from each request. Set it behind a load balancer."),
-    TRUST_PROXY: trustProxy.describe("Proxies in front whose `X-Forwarded-For`/`-Proto` are honoured: their number (`1` behind one nginx or ingress-nginx) or their addresses/subnets, comma-separated (`10.0.0.0/8,127.0.0.1`). `true` is refused: it would let any client choose the IP its rate limit counts."),
-    REDIS_URL: optionalText.pipe(z.url({ protocol: /^rediss?$/ }).optional()).describe("`redis://[:password@]host:6379[/db]` or `rediss://` (TLS). Unset, with `REDIS_CLUSTER_NODES` unset too: rooms live in process memory (one node only, lost on restart)."),
-    REDIS_CLUSTER_NODES: hostPortList.describe("Redis Cluster seed nodes, `host:port,host:port`. Exactly one of `REDIS_URL`, `REDIS_CLUSTER_NODES` and `REDIS_SENTINELS` may be set."),
-    REDIS_SENTINELS: hostPortList.describe("Sentinels of a Sentinel-managed Redis, `host:port,host:port` (with `REDIS_SENTINEL_NAME`); the relay follows failovers (docs/high-availability.md)."),
-    REDIS_SENTINEL_NAME: optionalText.describe("The master name the sentinels monitor (`sentinel monitor <name> …`); required with `REDIS_SENTINELS`."),
+    HOST: optionalText
+      .transform((v) => v ?? "127.0.0.1")
+      .describe("Address to listen on. Containers must set `0.0.0.0` (the image does)."),
+    PUBLIC_URL: optionalText
+      .pipe(z.url({ protocol: /^https?$/ }).optional())
+      .transform((v) => v?.replace(/\/+$/, ""))
+      .describe(
+        "Public base URL, e.g. `https://duet.example.com`, for `join_url`, the share block and the recipe, and the one `Host` that `/mcp` accepts besides loopback names (DNS-rebinding protection). Unset: taken from each request. Set it behind a load balancer.",
+      ),
+    TRUST_PROXY: trustProxy.describe(
+      "Proxies in front whose `X-Forwarded-For`/`-Proto` are honoured: their number (`1` behind one nginx or ingress-nginx) or their addresses/subnets, comma-separated (`10.0.0.0/8,127.0.0.1`). `true` is refused: it would let any client choose the IP its rate limit counts.",
+    ),
+    REDIS_URL: optionalText
+      .pipe(z.url({ protocol: /^rediss?$/ }).optional())
+      .describe(
+        "`redis://[:password@]host:6379[/db]` or `rediss://` (TLS). Unset, with `REDIS_CLUSTER_NODES` unset too: rooms live in process memory (one node only, lost on restart).",
+      ),
+    REDIS_CLUSTER_NODES: hostPortList.describe(
+      "Redis Cluster seed nodes, `host:port,host:port`. Exactly one of `REDIS_URL`, `REDIS_CLUSTER_NODES` and `REDIS_SENTINELS` may be set.",
+    ),
+    REDIS_SENTINELS: hostPortList.describe(
+      "Sentinels of a Sentinel-managed Redis, `host:port,host:port` (with `REDIS_SENTINEL_NAME`); the relay follows failovers (docs/high-availability.md).",
+    ),
+    REDIS_SENTINEL_NAME: optionalText.describe(
+      "The master name the sentinels monitor (`sentinel monitor <name> …`); required with `REDIS_SENTINELS`.",
+    ),
     REDIS_SENTINEL_USERNAME: optionalText.describe("ACL user for the sentinels (managed Sentinel)."),
     REDIS_SENTINEL_PASSWORD: optionalText.describe("Password for the sentinels (managed Sentinel)."),
     REDIS_SENTINEL_TLS: flag.describe("`true`: talk TLS to the sentinels."),
-    REDIS_SENTINEL_NAT_MAP: natMap.describe("Addresses the sentinels report that this relay cannot reach, mapped to ones it can: `reported-host:port=reachable-host:port,…`."),
+    REDIS_SENTINEL_NAT_MAP: natMap.describe(
+      "Addresses the sentinels report that this relay cannot reach, mapped to ones it can: `reported-host:port=reachable-host:port,…`.",
+    ),
     // The data nodes' credentials and TLS when they are found through Sentinel or a cluster's
     // seeds (REDIS_URL carries its own: redis://user:password@host, rediss:// for TLS).
-    REDIS_USERNAME: optionalText.describe("ACL user of the Redis data nodes found through Sentinel or cluster seeds (`REDIS_URL` carries its own)."),
-    REDIS_PASSWORD: optionalText.describe("Password of the Redis data nodes found through Sentinel or cluster seeds (`REDIS_URL` carries its own)."),
-    REDIS_TLS: flag.describe("`true`: TLS to the Redis data nodes found through Sentinel or cluster seeds (`rediss://` does it for `REDIS_URL`)."),
+    REDIS_USERNAME: optionalText.describe(
+      "ACL user of the Redis data nodes found through Sentinel or cluster seeds (`REDIS_URL` carries its own).",
+    ),
+    REDIS_PASSWORD: optionalText.describe(
+      "Password of the Redis data nodes found through Sentinel or cluster seeds (`REDIS_URL` carries its own).",
+    ),
+    REDIS_TLS: flag.describe(
+      "`true`: TLS to the Redis data nodes found through Sentinel or cluster seeds (`rediss://` does it for `REDIS_URL`).",
+    ),
     // Acknowledged means replicated: with N > 0 a state change answers success only once
     // WAIT N confirms it reached N replicas, within the timeout (else 503).
-    REDIS_WRITE_ACK_REPLICAS: integer(0, 0, 64).describe("A state change (open, join, send, ack, close) answers success only once this many replicas have it (`WAIT`); else 503. `0`: as soon as the master has it. Set it to the number of replicas to lose nothing acknowledged in a failover."),
-    REDIS_WRITE_ACK_TIMEOUT_MS: integer(500, 1, 60_000).describe("How long a state change waits for `REDIS_WRITE_ACK_REPLICAS` replicas before it answers 503; below `REDIS_COMMAND_TIMEOUT_MS`."),
-    REDIS_KEY_PREFIX: optionalText.transform((v) => v ?? "duet:").describe("Prefix of every Redis key and channel; lets several installations share one Redis."),
+    REDIS_WRITE_ACK_REPLICAS: integer(0, 0, 64).describe(
+      "A state change (open, join, send, ack, close) answers success only once this many replicas have it (`WAIT`); else 503. `0`: as soon as the master has it. Set it to the number of replicas to lose nothing acknowledged in a failover.",
+    ),
+    REDIS_WRITE_ACK_TIMEOUT_MS: integer(500, 1, 60_000).describe(
+      "How long a state change waits for `REDIS_WRITE_ACK_REPLICAS` replicas before it answers 503; below `REDIS_COMMAND_TIMEOUT_MS`.",
+    ),
+    REDIS_KEY_PREFIX: optionalText
+      .transform((v) => v ?? "duet:")
+      .describe("Prefix of every Redis key and channel; lets several installations share one Redis."),
     // 1.5 s: with the rate-limit count's own 500 ms bound, no call outlasts its wait by more
     // than about 2 s while Redis is silent.
-    REDIS_COMMAND_TIMEOUT_MS: integer(1500, 50, 60_000).describe("A store call slower than this answers 503 `unavailable`, so no call outlasts its wait by more than about 2 s while Redis is silent."),
-    ROOM_IDLE_SECONDS: integer(1800, 1, 86_400).describe("Idle lifetime: a room ends this long after its last authenticated call."),
-    ROOM_MAX_SECONDS: integer(1800, 1, 86_400).describe("Hard lifetime: a room ends this long after open, whatever happens."),
+    REDIS_COMMAND_TIMEOUT_MS: integer(1500, 50, 60_000).describe(
+      "A store call slower than this answers 503 `unavailable`, so no call outlasts its wait by more than about 2 s while Redis is silent.",
+    ),
+    ROOM_IDLE_SECONDS: integer(1800, 1, 86_400).describe(
+      "Idle lifetime: a room ends this long after its last authenticated call.",
+    ),
+    ROOM_MAX_SECONDS: integer(1800, 1, 86_400).describe(
+      "Hard lifetime: a room ends this long after open, whatever happens.",
+    ),
     // 10 minutes: far longer than a recv waits (25 s) or a client retries, long enough for an
     // agent to come back from a slow turn and still learn how its room ended.
-    ROOM_ENDING_KEEP_SECONDS: integer(600, 0, 86_400).describe("After a room ends, its two seats are told how (404 with `ended`) for this long; `0` keeps every 404 bare."),
-    UA_POLICY: z.enum(["denylist", "off", "strict"]).optional().transform((v) => v ?? "denylist").describe("`denylist`: 403 for empty and generic library User-Agents on room calls; `strict`: only `duet/…`; `off`: any."),
-    RATE_LIMIT_WINDOW_SECONDS: integer(60, 1, 86_400).describe("Window of the per-IP rate limits (shared by all nodes through Redis)."),
-    RATE_LIMIT_REQUESTS: integer(600, 0).describe("Room calls and stats reads per IP per window; `0` turns the limit off."),
-    RATE_LIMIT_ROOMS: integer(60, 0).describe("Opens and joins per IP per window, on top of the above; `0` turns the limit off."),
-    WAKE_RECHECK_SECONDS: integer(150, 1, 3600).describe("A waiting recv or stream re-reads its inbox this often (±20 %) even without a wake-up: a last resort, since the subscriber's heartbeat and the reconnect re-read already bound a lost wake-up. Long-polls wait at most 25 s, so at the default only streams ever re-read (0.4 times a minute)."),
-    STATS_CACHE_MS: integer(1000, 0, 60_000).describe("`/v1/stats` and the relay-wide metrics are read from the store at most this often per node (on Redis each read is 2,048 pipelined commands)."),
-    SHUTDOWN_DRAIN_SECONDS: integer(10, 0, 600).describe("On SIGTERM: readiness turns 503, waiting recvs answer at once, and in-flight calls get this long to finish before connections are cut."),
-    KEEP_ALIVE_TIMEOUT_SECONDS: integer(65, 1, 3600).describe("Idle keep-alive of client connections; keep it above the load balancer's upstream idle timeout."),
+    ROOM_ENDING_KEEP_SECONDS: integer(600, 0, 86_400).describe(
+      "After a room ends, its two seats are told how (404 with `ended`) for this long; `0` keeps every 404 bare.",
+    ),
+    UA_POLICY: z
+      .enum(["denylist", "off", "strict"])
+      .optional()
+      .transform((v) => v ?? "denylist")
+      .describe(
+        "`denylist`: 403 for empty and generic library User-Agents on room calls; `strict`: only `duet/…`; `off`: any.",
+      ),
+    RATE_LIMIT_WINDOW_SECONDS: integer(60, 1, 86_400).describe(
+      "Window of the per-IP rate limits (shared by all nodes through Redis).",
+    ),
+    RATE_LIMIT_REQUESTS: integer(600, 0).describe(
+      "Room calls and stats reads per IP per window; `0` turns the limit off.",
+    ),
+    RATE_LIMIT_ROOMS: integer(60, 0).describe(
+      "Opens and joins per IP per window, on top of the above; `0` turns the limit off.",
+    ),
+    WAKE_RECHECK_SECONDS: integer(150, 1, 3600).describe(
+      "A waiting recv or stream re-reads its inbox this often (±20 %) even without a wake-up: a last resort, since the subscriber's heartbeat and the reconnect re-read already bound a lost wake-up. Long-polls wait at most 25 s, so at the default only streams ever re-read (0.4 times a minute).",
+    ),
+    STATS_CACHE_MS: integer(1000, 0, 60_000).describe(
+      "`/v1/stats` and the relay-wide metrics are read from the store at most this often per node (on Redis each read is 2,048 pipelined commands).",
+    ),
+    SHUTDOWN_DRAIN_SECONDS: integer(10, 0, 600).describe(
+      "On SIGTERM: readiness turns 503, waiting recvs answer at once, and in-flight calls get this long to finish before connections are cut.",
+    ),
+    KEEP_ALIVE_TIMEOUT_SECONDS: integer(65, 1, 3600).describe(
+      "Idle keep-alive of client connections; keep it above the load balancer's upstream idle timeout.",
+    ),
     // Node's default is 511: a node holding thousands of long-polls that restarts, or whose
     // clients reconnect together, overflows it while its event loop is busy, and the kernel
     // then drops connections (clients see resets). The kernel caps it at net.core.somaxconn.
-    LISTEN_BACKLOG: integer(4096, 1, 65_535).describe("Connections the kernel queues for the relay before it accepts them (capped by `net.core.somaxconn`). Reconnect storms of thousands of clients need more than Node's default of 511."),
-    LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional().transform((v) => v ?? "info").describe("`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`."),
+    LISTEN_BACKLOG: integer(4096, 1, 65_535).describe(
+      "Connections the kernel queues for the relay before it accepts them (capped by `net.core.somaxconn`). Reconnect storms of thousands of clients need more than Node's default of 511.",
+    ),
+    LOG_LEVEL: z
+      .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
+      .optional()
+      .transform((v) => v ?? "info")
+      .describe("`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`."),
   })
   .superRefine((env, ctx) => {
-    const ways = (["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"] as const).filter((name) => env[name] !== undefined);
+    const ways = (["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"] as const).filter(
+      (name) => env[name] !== undefined,
+    );
     if (ways.length > 1) {
       ctx.addIssue({
         code: "custom",
@@ -154,23 +227,45 @@ export const ConfigSchema = z
         message: `${ways.join(" and ")} are all set: REDIS_URL (one Redis), REDIS_CLUSTER_NODES (a cluster) and REDIS_SENTINELS (Sentinel) are three ways to reach the store; set exactly one`,
       });
     }
-    const sentinelOnly = ["REDIS_SENTINEL_NAME", "REDIS_SENTINEL_USERNAME", "REDIS_SENTINEL_PASSWORD", "REDIS_SENTINEL_NAT_MAP"] as const;
+    const sentinelOnly = [
+      "REDIS_SENTINEL_NAME",
+      "REDIS_SENTINEL_USERNAME",
+      "REDIS_SENTINEL_PASSWORD",
+      "REDIS_SENTINEL_NAT_MAP",
+    ] as const;
     if (env.REDIS_SENTINELS === undefined) {
       for (const name of sentinelOnly) {
-        if (env[name] !== undefined) ctx.addIssue({ code: "custom", path: [name], message: "only applies with REDIS_SENTINELS" });
+        if (env[name] !== undefined)
+          ctx.addIssue({ code: "custom", path: [name], message: "only applies with REDIS_SENTINELS" });
       }
-      if (env.REDIS_SENTINEL_TLS) ctx.addIssue({ code: "custom", path: ["REDIS_SENTINEL_TLS"], message: "only applies with REDIS_SENTINELS" });
+      if (env.REDIS_SENTINEL_TLS)
+        ctx.addIssue({ code: "custom", path: ["REDIS_SENTINEL_TLS"], message: "only applies with REDIS_SENTINELS" });
     } else if (env.REDIS_SENTINEL_NAME === undefined) {
-      ctx.addIssue({ code: "custom", path: ["REDIS_SENTINEL_NAME"], message: "is required with REDIS_SENTINELS: the name Sentinel monitors the master under" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["REDIS_SENTINEL_NAME"],
+        message: "is required with REDIS_SENTINELS: the name Sentinel monitors the master under",
+      });
     }
     if (env.REDIS_URL !== undefined) {
       for (const name of ["REDIS_USERNAME", "REDIS_PASSWORD"] as const) {
-        if (env[name] !== undefined) ctx.addIssue({ code: "custom", path: [name], message: "not with REDIS_URL: put it in the URL (redis://user:password@host:port)" });
+        if (env[name] !== undefined)
+          ctx.addIssue({
+            code: "custom",
+            path: [name],
+            message: "not with REDIS_URL: put it in the URL (redis://user:password@host:port)",
+          });
       }
-      if (env.REDIS_TLS) ctx.addIssue({ code: "custom", path: ["REDIS_TLS"], message: "not with REDIS_URL: use a rediss:// URL" });
+      if (env.REDIS_TLS)
+        ctx.addIssue({ code: "custom", path: ["REDIS_TLS"], message: "not with REDIS_URL: use a rediss:// URL" });
     }
     if (env.REDIS_WRITE_ACK_REPLICAS > 0) {
-      if (ways.length === 0) ctx.addIssue({ code: "custom", path: ["REDIS_WRITE_ACK_REPLICAS"], message: "needs Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)" });
+      if (ways.length === 0)
+        ctx.addIssue({
+          code: "custom",
+          path: ["REDIS_WRITE_ACK_REPLICAS"],
+          message: "needs Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)",
+        });
       // The pipeline [script, WAIT] must answer within the command timeout.
       if (env.REDIS_WRITE_ACK_TIMEOUT_MS >= env.REDIS_COMMAND_TIMEOUT_MS) {
         ctx.addIssue({
@@ -238,7 +333,9 @@ export class ConfigError extends Error {
 export function loadConfig(env: Record<string, string | undefined>): Config {
   const parsed = ConfigSchema.safeParse(env);
   if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join(".") || "environment"}: ${issue.message}`));
+    throw new ConfigError(
+      parsed.error.issues.map((issue) => `${issue.path.join(".") || "environment"}: ${issue.message}`),
+    );
   }
   const e = parsed.data;
   const onRedis = e.REDIS_URL !== undefined || e.REDIS_CLUSTER_NODES !== undefined || e.REDIS_SENTINELS !== undefined;

@@ -14,7 +14,12 @@ export interface WithinOptions {
  * whichever comes first. The work is not cancelled: it may still settle later, unseen.
  * `work` may be a function, called at once; what it throws is treated as its rejection.
  */
-export function within<T, F = T>(work: Promise<T> | (() => Promise<T>), ms: number, fallback: () => F, options: WithinOptions = {}): Promise<T | F> {
+export function within<T, F = T>(
+  work: Promise<T> | (() => Promise<T>),
+  ms: number,
+  fallback: () => F,
+  options: WithinOptions = {},
+): Promise<T | F> {
   return new Promise<T | F>((resolve, reject) => {
     const fail = (error: unknown) => reject(options.mapError ? options.mapError(error) : error);
     let running: Promise<T>;

@@ -23,7 +23,10 @@ export const apiError = (code: ErrorCode, message?: string) => new ApiError(code
 
 /** 404 for one of an ended room's seats: the reason, in the body and in the sentence. */
 export function roomEndedError(ended: RoomEnding, seat: Seat): ApiError {
-  const error = new ApiError("not_found", `${describeRoomEnding(ended, seat)} Its code cannot be used again; open a new room if you still need one.`);
+  const error = new ApiError(
+    "not_found",
+    `${describeRoomEnding(ended, seat)} Its code cannot be used again; open a new room if you still need one.`,
+  );
   error.ended = ended;
   return error;
 }

@@ -30,11 +30,31 @@ export class RelayMetrics {
     registers: [this.registry],
   });
 
-  readonly roomsOpened = new Counter({ name: "duet_rooms_opened_total", help: "Rooms opened through this node.", registers: [this.registry] });
-  readonly roomsJoined = new Counter({ name: "duet_rooms_joined_total", help: "Second seats claimed through this node.", registers: [this.registry] });
-  readonly roomsClosed = new Counter({ name: "duet_rooms_closed_total", help: "Rooms closed through this node.", registers: [this.registry] });
-  readonly messages = new Counter({ name: "duet_messages_accepted_total", help: "Messages accepted through this node (replays not counted).", registers: [this.registry] });
-  readonly bytes = new Counter({ name: "duet_message_bytes_accepted_total", help: "UTF-8 bytes of messages accepted through this node.", registers: [this.registry] });
+  readonly roomsOpened = new Counter({
+    name: "duet_rooms_opened_total",
+    help: "Rooms opened through this node.",
+    registers: [this.registry],
+  });
+  readonly roomsJoined = new Counter({
+    name: "duet_rooms_joined_total",
+    help: "Second seats claimed through this node.",
+    registers: [this.registry],
+  });
+  readonly roomsClosed = new Counter({
+    name: "duet_rooms_closed_total",
+    help: "Rooms closed through this node.",
+    registers: [this.registry],
+  });
+  readonly messages = new Counter({
+    name: "duet_messages_accepted_total",
+    help: "Messages accepted through this node (replays not counted).",
+    registers: [this.registry],
+  });
+  readonly bytes = new Counter({
+    name: "duet_message_bytes_accepted_total",
+    help: "UTF-8 bytes of messages accepted through this node.",
+    registers: [this.registry],
+  });
 
   readonly redisErrors = new Counter({
     name: "duet_redis_connection_errors_total",
@@ -50,7 +70,12 @@ export class RelayMetrics {
     registers: [this.registry],
   });
 
-  constructor(options: { waitingRecvs: () => number; openStreams?: () => number; tally: () => Promise<StoreTally>; processMetrics?: boolean }) {
+  constructor(options: {
+    waitingRecvs: () => number;
+    openStreams?: () => number;
+    tally: () => Promise<StoreTally>;
+    processMetrics?: boolean;
+  }) {
     new Gauge({
       name: "duet_recv_waiting",
       help: "Long-poll recvs waiting on this node now.",
@@ -81,8 +106,10 @@ export class RelayMetrics {
         },
       });
     fromTally("duet_store_rooms_open", "Rooms open right now, relay-wide.", (t) => t.roomsOpen);
-    fromTally("duet_store_rooms_expired", "Rooms that ended by idle timeout or hard cap, relay-wide, since the store was created.", (t) =>
-      Math.max(0, t.sessions - t.closed - t.roomsOpen),
+    fromTally(
+      "duet_store_rooms_expired",
+      "Rooms that ended by idle timeout or hard cap, relay-wide, since the store was created.",
+      (t) => Math.max(0, t.sessions - t.closed - t.roomsOpen),
     );
     fromTally("duet_store_messages", "Messages accepted, relay-wide, since the store was created.", (t) => t.messages);
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: "duet_" });

@@ -42,7 +42,9 @@ export function createStore(config: Config): StoreWiring {
     keyPrefix: config.redis.keyPrefix,
     lifetimes,
     operationTimeoutMs: config.redis.commandTimeoutMs,
-    writeAck: acked ? { client: acked, replicas: config.redis.writeAckReplicas, timeoutMs: config.redis.writeAckTimeoutMs } : undefined,
+    writeAck: acked
+      ? { client: acked, replicas: config.redis.writeAckReplicas, timeoutMs: config.redis.writeAckTimeoutMs }
+      : undefined,
     onClose: stop,
   });
   return {
@@ -96,7 +98,12 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     app.locals.waitingRecvs.drain();
     app.locals.streams.drain();
     server.closeIdleConnections();
-    const drained = await within(closed.then(() => true), config.shutdownDrainMs, () => false, { unref: true });
+    const drained = await within(
+      closed.then(() => true),
+      config.shutdownDrainMs,
+      () => false,
+      { unref: true },
+    );
     if (!drained) server.closeAllConnections();
     await store.close();
     logger.info({ drained }, "stopped");

@@ -3,7 +3,14 @@
 import { Redis } from "ioredis";
 
 export const quickClient = (port: number) =>
-  new Redis(port, "127.0.0.1", { lazyConnect: true, enableOfflineQueue: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 1000 });
+  new Redis(port, "127.0.0.1", {
+    lazyConnect: true,
+    enableOfflineQueue: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 1000,
+    commandTimeout: 1000,
+  });
 
 export async function ask<T>(port: number, question: (client: Redis) => Promise<T>): Promise<T | undefined> {
   const client = quickClient(port);

@@ -91,15 +91,24 @@ export async function spawnCluster(masters = 3, options: ClusterOptions = {}): P
 
   const waitHealthy = async (wantReplicas: number, timeoutMs = 30_000) => {
     for (const deadline = Date.now() + timeoutMs; ; await sleep(100)) {
-      const states = await Promise.all(live().map((node) => ask(node.port, (c) => c.cluster("INFO") as Promise<string>)));
+      const states = await Promise.all(
+        live().map((node) => ask(node.port, (c) => c.cluster("INFO") as Promise<string>)),
+      );
       const ok = states.every((state) => state !== undefined && /cluster_state:ok/.test(state));
       if (ok) {
         const nodesNow = await view().catch(() => []);
         const servingMasters = nodesNow.filter((n) => n.role === "master" && n.slots.length > 0 && !n.failing);
-        const healthy = servingMasters.every((m) => nodesNow.filter((r) => r.role === "replica" && r.masterId === m.id && !r.failing).length >= wantReplicas);
+        const healthy = servingMasters.every(
+          (m) =>
+            nodesNow.filter((r) => r.role === "replica" && r.masterId === m.id && !r.failing).length >= wantReplicas,
+        );
         // Replicas must also have their link to the master up (a WAIT 1 counts only those).
         const links = await Promise.all(
-          nodesNow.filter((n) => n.role === "replica" && !n.failing).map((n) => ask(n.port, async (c) => /master_link_status:up/.test((await c.info("replication")) as string))),
+          nodesNow
+            .filter((n) => n.role === "replica" && !n.failing)
+            .map((n) =>
+              ask(n.port, async (c) => /master_link_status:up/.test((await c.info("replication")) as string)),
+            ),
         );
         if (servingMasters.length === masters && healthy && links.every(Boolean)) return;
       }
@@ -110,7 +119,11 @@ export async function spawnCluster(masters = 3, options: ClusterOptions = {}): P
   try {
     for (let i = 0; i < masters * (1 + replicas); i++) nodes.push(await spawnRedis(nodeArgs));
     const addresses = nodes.map((node) => `127.0.0.1:${node.port}`);
-    await run("redis-cli", ["--cluster", "create", ...addresses, "--cluster-replicas", String(replicas), "--cluster-yes"], { timeout: 30_000 });
+    await run(
+      "redis-cli",
+      ["--cluster", "create", ...addresses, "--cluster-replicas", String(replicas), "--cluster-yes"],
+      { timeout: 30_000 },
+    );
     await waitHealthy(replicas);
   } catch (error) {
     await stop();

@@ -47,7 +47,6 @@ export interface SpawnedSentinelTopology {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-
 export async function spawnSentinelTopology(options: SentinelOptions = {}): Promise<SpawnedSentinelTopology> {
   const name = options.name ?? "duet";
   const replicaCount = options.replicas ?? 2;
@@ -57,7 +56,16 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
   if (!bin) throw new Error("redis-server is not on PATH");
   // DEBUG SLEEP (a hung master) needs the debug command since Redis 7. Replicas sync
   // without touching the disk.
-  const nodeArgs = ["--enable-debug-command", "local", "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1"];
+  const nodeArgs = [
+    "--enable-debug-command",
+    "local",
+    "--repl-diskless-sync",
+    "yes",
+    "--repl-diskless-sync-delay",
+    "0",
+    "--repl-ping-replica-period",
+    "1",
+  ];
   const nodes = new Map<number, SpawnedRedis>();
   const sentinelProcesses: SpawnedSentinelProcess[] = [];
   const sentinelDirs: string[] = [];
@@ -80,7 +88,9 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
 
   const masterPort = async (): Promise<number | undefined> => {
     const answers = await Promise.all(
-      sentinelProcesses.map((s) => ask(s.port, (c) => c.call("SENTINEL", "get-master-addr-by-name", name) as Promise<[string, string] | null>)),
+      sentinelProcesses.map((s) =>
+        ask(s.port, (c) => c.call("SENTINEL", "get-master-addr-by-name", name) as Promise<[string, string] | null>),
+      ),
     );
     const counts = new Map<number, number>();
     for (const answer of answers) if (answer) counts.set(Number(answer[1]), (counts.get(Number(answer[1])) ?? 0) + 1);
@@ -94,11 +104,21 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
     for (const deadline = Date.now() + timeoutMs; ; await sleep(100)) {
       const port = await masterPort();
       const info = port === undefined ? undefined : await redisInfo(port, "replication");
-      const online = Object.entries(info ?? {}).filter(([key, value]) => /^slave\d+$/.test(key) && value.includes("state=online")).length;
+      const online = Object.entries(info ?? {}).filter(
+        ([key, value]) => /^slave\d+$/.test(key) && value.includes("state=online"),
+      ).length;
       if (info?.role === "master" && online >= count) {
         // ...and the sentinels know them (they learn replicas from the master's INFO).
         const known = await Promise.all(
-          sentinelProcesses.map((s) => ask(s.port, async (c) => ((await c.call("SENTINEL", "replicas", name)) as string[][]).filter((r) => !r.join(" ").match(/s_down|o_down|disconnected/)).length)),
+          sentinelProcesses.map((s) =>
+            ask(
+              s.port,
+              async (c) =>
+                ((await c.call("SENTINEL", "replicas", name)) as string[][]).filter(
+                  (r) => !r.join(" ").match(/s_down|o_down|disconnected/),
+                ).length,
+            ),
+          ),
         );
         if (known.filter((k) => (k ?? 0) >= count).length >= quorum) return;
       }
@@ -150,7 +170,11 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
     // see each other (they need to, to elect a leader for a failover).
     await waitForReplicas(replicaCount);
     for (const deadline = Date.now() + 20_000; ; await sleep(100)) {
-      const peers = await Promise.all(sentinelProcesses.map((s) => ask(s.port, async (c) => ((await c.call("SENTINEL", "sentinels", name)) as unknown[]).length)));
+      const peers = await Promise.all(
+        sentinelProcesses.map((s) =>
+          ask(s.port, async (c) => ((await c.call("SENTINEL", "sentinels", name)) as unknown[]).length),
+        ),
+      );
       if (peers.every((count) => count === sentinelCount - 1)) break;
       if (Date.now() > deadline) throw new Error("the sentinels never discovered each other");
     }
@@ -186,7 +210,9 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
       if (before === undefined) throw new Error("no master to fail over");
       // A sentinel refuses while a previous failover is still settling (INPROG/NOGOODSLAVE): retry.
       for (const deadline = Date.now() + 20_000; ; await sleep(250)) {
-        const answer = await ask(sentinelProcesses[0]!.port, (c) => c.call("SENTINEL", "FAILOVER", name).catch((e: Error) => e.message));
+        const answer = await ask(sentinelProcesses[0]!.port, (c) =>
+          c.call("SENTINEL", "FAILOVER", name).catch((e: Error) => e.message),
+        );
         if (answer === "OK") break;
         if (Date.now() > deadline) throw new Error(`SENTINEL FAILOVER kept failing: ${answer}`);
       }
@@ -195,9 +221,16 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
     async restart(port: number) {
       const old = nodes.get(port);
       const current = await masterPort();
-      const node = await spawnRedis([...nodeArgs, ...(current !== undefined && current !== port ? ["--replicaof", "127.0.0.1", String(current)] : [])], port, {
-        dir: old?.dir,
-      });
+      const node = await spawnRedis(
+        [
+          ...nodeArgs,
+          ...(current !== undefined && current !== port ? ["--replicaof", "127.0.0.1", String(current)] : []),
+        ],
+        port,
+        {
+          dir: old?.dir,
+        },
+      );
       nodes.set(port, node);
       return node;
     },

@@ -52,7 +52,7 @@ export const redisInfo = (port: number, section = "server") =>
       buffer += data.toString();
       const header = /^\$(\d+)\r\n/.exec(buffer);
       if (!header) {
-        if (buffer.includes("\r\n")) (socket.destroy(), resolve(undefined)); // an error reply (e.g. LOADING)
+        if (buffer.includes("\r\n")) socket.destroy(), resolve(undefined); // an error reply (e.g. LOADING)
         return;
       }
       if (Buffer.byteLength(buffer) < header[0].length + Number(header[1])) return;
@@ -67,14 +67,21 @@ export const redisInfo = (port: number, section = "server") =>
   });
 
 /** Resolves once the process we spawned answers on its port (its own process_id in INFO). */
-export async function waitForProcess(child: ChildProcess, port: number, what: string, timeoutMs = 10_000): Promise<void> {
+export async function waitForProcess(
+  child: ChildProcess,
+  port: number,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<void> {
   killOnExit(child);
   for (const deadline = Date.now() + timeoutMs; ; await new Promise((r) => setTimeout(r, 50))) {
     const info = await redisInfo(port);
     if (info && Number(info.process_id) === child.pid) return;
     if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
       child.kill("SIGKILL");
-      throw new Error(`${what} failed to start on port ${port}${info ? ` (another process, pid ${info.process_id}, answers there)` : " (taken?)"}`);
+      throw new Error(
+        `${what} failed to start on port ${port}${info ? ` (another process, pid ${info.process_id}, answers there)` : " (taken?)"}`,
+      );
     }
   }
 }
@@ -123,7 +130,11 @@ export interface SpawnOptions {
  * that is taken makes redis-server exit, and the next one is tried; a given port gets a
  * few tries. An extra `--dir` argument is the caller's to remove.
  */
-export async function spawnRedis(extraArgs: string[] = [], port?: number, options: SpawnOptions = {}): Promise<SpawnedRedis> {
+export async function spawnRedis(
+  extraArgs: string[] = [],
+  port?: number,
+  options: SpawnOptions = {},
+): Promise<SpawnedRedis> {
   const bin = which("redis-server");
   if (!bin) throw new Error("redis-server is not on PATH (node infra/scripts/test-prerequisites.mjs installs it)");
   const failures: string[] = [];
@@ -137,16 +148,33 @@ export async function spawnRedis(extraArgs: string[] = [], port?: number, option
     } catch (error) {
       if (!options.dir) removeDir(dir);
       failures.push((error as Error).message);
-      if (attempt >= (port === undefined ? 20 : 5)) throw new Error(`redis-server did not start:\n${failures.join("\n")}`);
+      if (attempt >= (port === undefined ? 20 : 5))
+        throw new Error(`redis-server did not start:\n${failures.join("\n")}`);
       if (port !== undefined) await new Promise((r) => setTimeout(r, 200));
     }
   }
 }
 
 async function startOn(bin: string, chosenPort: number, dir: string, extraArgs: string[]): Promise<SpawnedRedis> {
-  const child = spawn(bin, ["--port", String(chosenPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...extraArgs], {
-    stdio: "ignore",
-  });
+  const child = spawn(
+    bin,
+    [
+      "--port",
+      String(chosenPort),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+      ...extraArgs,
+    ],
+    {
+      stdio: "ignore",
+    },
+  );
   await waitForProcess(child, chosenPort, "redis-server");
   const stop = (signal: NodeJS.Signals = "SIGTERM") =>
     new Promise<void>((resolve) => {

@@ -50,7 +50,12 @@ async function keepWaiting(client: RelayClient, seat: Seat, signal: AbortSignal)
   }
 }
 
-export async function runCapacity(redisUrl: string, redis: Redis, waiting: number, windowMs: number): Promise<CapacityResult> {
+export async function runCapacity(
+  redisUrl: string,
+  redis: Redis,
+  waiting: number,
+  windowMs: number,
+): Promise<CapacityResult> {
   const node = await startServer(`duet capacity ${waiting}`, "duet-node.js", { env: duetEnv(redisUrl) });
   const client = new RelayClient(node.url, waiting + 8);
   try {
@@ -70,7 +75,8 @@ export async function runCapacity(redisUrl: string, redis: Redis, waiting: numbe
       for (const seat of seats.slice(i, i + RAMP_BATCH)) recvs.push(keepWaiting(client, seat, abort.signal));
       const target = Math.min(seats.length, i + RAMP_BATCH);
       for (const deadline = Date.now() + 10_000; (await node.metrics()).waiting < target; await sleep(20)) {
-        if (Date.now() > deadline) throw new Error(`only ${(await node.metrics()).waiting} of ${target} recvs are waiting`);
+        if (Date.now() > deadline)
+          throw new Error(`only ${(await node.metrics()).waiting} of ${target} recvs are waiting`);
       }
     }
     const rampSeconds = (Date.now() - rampStart) / 1000;
@@ -83,12 +89,14 @@ export async function runCapacity(redisUrl: string, redis: Redis, waiting: numbe
     const atN = await node.metrics({ gc: true });
     const connectionsAtN = await duetConnections(redis);
     // A few recvs may be between an answer and their next poll.
-    if (atN.waiting < waiting * 0.98) throw new Error(`recvs stopped waiting during the window (${atN.waiting} of ${waiting})`);
+    if (atN.waiting < waiting * 0.98)
+      throw new Error(`recvs stopped waiting during the window (${atN.waiting} of ${waiting})`);
     abort.abort();
     await Promise.allSettled(recvs);
     // Abandoned recvs must free their waits at once (the client went away).
     for (const deadline = Date.now() + 10_000; (await node.metrics()).waiting > 0; await sleep(20)) {
-      if (Date.now() > deadline) throw new Error(`${(await node.metrics()).waiting} recvs still waiting 10 s after their clients left`);
+      if (Date.now() > deadline)
+        throw new Error(`${(await node.metrics()).waiting} recvs still waiting 10 s after their clients left`);
     }
     const scripts = (statsEnd.evalsha?.calls ?? 0) - (statsStart.evalsha?.calls ?? 0);
     const cpuUs = windowEnd.cpuUserUs + windowEnd.cpuSystemUs - windowStart.cpuUserUs - windowStart.cpuSystemUs;

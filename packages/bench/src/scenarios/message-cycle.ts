@@ -35,7 +35,13 @@ const PADDING = "x".repeat(88);
 export async function runCycle(
   origin: string,
   rooms: number,
-  options: { warmupMs: number; measureMs: number; server?: ServerProcess; onMeasureStart?: () => Promise<void>; onMeasureEnd?: () => Promise<void> },
+  options: {
+    warmupMs: number;
+    measureMs: number;
+    server?: ServerProcess;
+    onMeasureStart?: () => Promise<void>;
+    onMeasureEnd?: () => Promise<void>;
+  },
 ): Promise<CycleResult> {
   const client = new RelayClient(origin, rooms * 2 + 4);
   const pairs = await inBatches(rooms, 32, () => client.room());
@@ -69,7 +75,12 @@ export async function runCycle(
           for (const message of got) latencies.push(now - Number.parseFloat(message.text));
           messages += got.length;
         }
-        if (got.length) await client.ack(me, got.map((m) => m.id), abort.signal);
+        if (got.length)
+          await client.ack(
+            me,
+            got.map((m) => m.id),
+            abort.signal,
+          );
         if (measuring) requests++;
       } catch (error) {
         if (stopped) return;
@@ -92,7 +103,10 @@ export async function runCycle(
   const generator = process.cpuUsage(generatorBefore);
   const serverAfter = await options.server?.metrics();
   await options.onMeasureEnd?.();
-  const serverCpuUs = serverBefore && serverAfter ? serverAfter.cpuUserUs + serverAfter.cpuSystemUs - serverBefore.cpuUserUs - serverBefore.cpuSystemUs : undefined;
+  const serverCpuUs =
+    serverBefore && serverAfter
+      ? serverAfter.cpuUserUs + serverAfter.cpuSystemUs - serverBefore.cpuUserUs - serverBefore.cpuSystemUs
+      : undefined;
   stopped = true;
   abort.abort();
   await Promise.allSettled(loops);

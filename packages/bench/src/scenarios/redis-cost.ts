@@ -13,7 +13,8 @@ export type CommandStats = Record<string, { calls: number; usec: number }>;
 export async function commandStats(redis: Redis): Promise<CommandStats> {
   const info = await redis.info("commandstats");
   const stats: CommandStats = {};
-  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) stats[match[1]!] = { calls: Number(match[2]), usec: Number(match[3]) };
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm))
+    stats[match[1]!] = { calls: Number(match[2]), usec: Number(match[3]) };
   return stats;
 }
 
@@ -24,7 +25,16 @@ export async function redisCpuSeconds(redis: Redis): Promise<number> {
 }
 
 // Commands a client sends itself; everything else in commandstats ran inside a script.
-const ROUND_TRIPS = new Set(["evalsha", "eval", "ssubscribe", "sunsubscribe", "subscribe", "unsubscribe", "ping", "script|load"]);
+const ROUND_TRIPS = new Set([
+  "evalsha",
+  "eval",
+  "ssubscribe",
+  "sunsubscribe",
+  "subscribe",
+  "unsubscribe",
+  "ping",
+  "script|load",
+]);
 // The bench's own probes.
 const OURS = /^(info|client\||config\||pubsub\||hello|select)/;
 
@@ -43,7 +53,13 @@ export interface LifeCost {
   redisCpuUs?: number;
 }
 
-export function costOf(shape: string, lives: number, before: CommandStats, after: CommandStats, cpuSeconds?: number): LifeCost {
+export function costOf(
+  shape: string,
+  lives: number,
+  before: CommandStats,
+  after: CommandStats,
+  cpuSeconds?: number,
+): LifeCost {
   const roundTrips: Record<string, number> = {};
   let roundTripsTotal = 0;
   let inScript = 0;
@@ -72,7 +88,12 @@ export function costOf(shape: string, lives: number, before: CommandStats, after
 }
 
 /** Message lives on one room, one at a time, in the given shape. */
-export async function quietLives(node: ServerProcess, redis: Redis, lives: number, onlyFirstShapes = 3): Promise<LifeCost[]> {
+export async function quietLives(
+  node: ServerProcess,
+  redis: Redis,
+  lives: number,
+  onlyFirstShapes = 3,
+): Promise<LifeCost[]> {
   const client = new RelayClient(node.url, 4);
   const [a, b] = await client.room();
   const results: LifeCost[] = [];
@@ -82,7 +103,10 @@ export async function quietLives(node: ServerProcess, redis: Redis, lives: numbe
       async (i) => {
         await client.send(a, `ready ${i}`);
         const got = await client.recv(b, 25_000);
-        await client.ack(b, got.map((m) => m.id));
+        await client.ack(
+          b,
+          got.map((m) => m.id),
+        );
       },
     ],
     [
@@ -90,18 +114,25 @@ export async function quietLives(node: ServerProcess, redis: Redis, lives: numbe
       async (i) => {
         await client.send(a, `ready ${i}`);
         const got = await client.recv(b, 0);
-        await client.ack(b, got.map((m) => m.id));
+        await client.ack(
+          b,
+          got.map((m) => m.id),
+        );
       },
     ],
     [
       "recv waits, then is woken",
       async (i) => {
         const recv = client.recv(b, 25_000);
-        for (const deadline = Date.now() + 5_000; (await node.metrics()).waiting < 1; ) if (Date.now() > deadline) throw new Error("recv never waited");
+        for (const deadline = Date.now() + 5_000; (await node.metrics()).waiting < 1; )
+          if (Date.now() > deadline) throw new Error("recv never waited");
         await sleep(3);
         await client.send(a, `wait ${i}`);
         const got = await recv;
-        await client.ack(b, got.map((m) => m.id));
+        await client.ack(
+          b,
+          got.map((m) => m.id),
+        );
       },
     ],
   ];

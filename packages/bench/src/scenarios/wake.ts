@@ -34,7 +34,12 @@ export function summarizeWakes(samples: number[]): WakeResult {
 }
 
 /** Adds `wakes` duet wake latencies (ms) to `samples`. */
-export async function duetWakes(nodeA: ServerProcess, nodeB: ServerProcess, wakes: number, samples: number[]): Promise<void> {
+export async function duetWakes(
+  nodeA: ServerProcess,
+  nodeB: ServerProcess,
+  wakes: number,
+  samples: number[],
+): Promise<void> {
   const a = new RelayClient(nodeA.url, 2);
   const b = new RelayClient(nodeB.url, 2);
   const [seatA, seatB] = await a.room();
@@ -52,7 +57,12 @@ export async function duetWakes(nodeA: ServerProcess, nodeB: ServerProcess, wake
 }
 
 /** Bare baseline; with `publisher` the trigger is an HTTP call to it, else a direct SPUBLISH. */
-export async function bareWakes(holder: ServerProcess, wakes: number, trigger: { publisher: ServerProcess } | { redis: Redis }, samples: number[]): Promise<void> {
+export async function bareWakes(
+  holder: ServerProcess,
+  wakes: number,
+  trigger: { publisher: ServerProcess } | { redis: Redis },
+  samples: number[],
+): Promise<void> {
   const held = new RelayClient(holder.url, 2);
   const pub = "publisher" in trigger ? new RelayClient(trigger.publisher.url, 2) : undefined;
   for (let i = 0; i < wakes; i++) {

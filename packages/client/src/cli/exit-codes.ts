@@ -51,44 +51,66 @@ export function exitCodeFor(error: unknown): ExitCode {
   if (error instanceof CliError) return error.exitCode;
   if (!(error instanceof DuetError)) return EXIT.unexpected;
   switch (error.code) {
-    case "network": return EXIT.network;
-    case "not_found": return EXIT.not_found;
-    case "full": return EXIT.full;
-    case "unread": return EXIT.unread;
+    case "network":
+      return EXIT.network;
+    case "not_found":
+      return EXIT.not_found;
+    case "full":
+      return EXIT.full;
+    case "unread":
+      return EXIT.unread;
     case "rate_limited":
-    case "mailbox_full": return EXIT.busy;
+    case "mailbox_full":
+      return EXIT.busy;
     case "bad_request":
     case "too_large":
     case "unauthorized":
     case "forbidden":
     case "idempotency_conflict":
     case "e2e_required":
-    case "method_not_allowed": return EXIT.rejected;
-    case "timeout": return EXIT.timeout;
-    case "e2e": return EXIT.e2e;
-    case "aborted": return EXIT.interrupted;
-    default: return EXIT.unexpected;
+    case "method_not_allowed":
+      return EXIT.rejected;
+    case "timeout":
+      return EXIT.timeout;
+    case "e2e":
+      return EXIT.e2e;
+    case "aborted":
+      return EXIT.interrupted;
+    default:
+      return EXIT.unexpected;
   }
 }
 
 /** What the person or agent running the CLI should do next, in CLI terms. */
 export function adviceFor(error: DuetError): string {
   switch (error.code) {
-    case "network": return "Check that the relay runs at that address; set DUET_URL or --base-url.";
+    case "network":
+      return "Check that the relay runs at that address; set DUET_URL or --base-url.";
     case "not_found":
       // With `ended` the relay's message already says how the room ended and what to do.
       if (error.ended) return "Its seat is forgotten here; `duet open` opens a new room.";
       return "The room is unknown or has ended (a seat of it here is forgotten); open a new room with `duet open` if you need one.";
-    case "full": return "Ask the opener for a new room.";
-    case "unread": return "Read them with `duet recv --ack` (or `duet watch`), or abandon them with `duet close --force`.";
-    case "rate_limited": return "Wait a minute, then run the same command again.";
-    case "mailbox_full": return "The peer has not acked your earlier messages; try again later or ask the peer to run `duet watch`.";
-    case "unauthorized": return "The stored seat token was refused; join the room again or open a new one.";
-    case "forbidden": return "The relay refused this client; check DUET_URL points at a duet relay.";
-    case "too_large": return "Publish the content at a URL the peer can fetch and send the URL instead.";
-    case "timeout": return "Run the command again, or allow more time with --timeout.";
-    case "e2e": return "See docs/encryption.md; `duet ack <id>` drops a refused message.";
-    case "e2e_required": return "This room is end-to-end encrypted and this seat has no room key: run `duet join '<join address with #k=…>'`.";
-    default: return error.remedy;
+    case "full":
+      return "Ask the opener for a new room.";
+    case "unread":
+      return "Read them with `duet recv --ack` (or `duet watch`), or abandon them with `duet close --force`.";
+    case "rate_limited":
+      return "Wait a minute, then run the same command again.";
+    case "mailbox_full":
+      return "The peer has not acked your earlier messages; try again later or ask the peer to run `duet watch`.";
+    case "unauthorized":
+      return "The stored seat token was refused; join the room again or open a new one.";
+    case "forbidden":
+      return "The relay refused this client; check DUET_URL points at a duet relay.";
+    case "too_large":
+      return "Publish the content at a URL the peer can fetch and send the URL instead.";
+    case "timeout":
+      return "Run the command again, or allow more time with --timeout.";
+    case "e2e":
+      return "See docs/encryption.md; `duet ack <id>` drops a refused message.";
+    case "e2e_required":
+      return "This room is end-to-end encrypted and this seat has no room key: run `duet join '<join address with #k=…>'`.";
+    default:
+      return error.remedy;
   }
 }

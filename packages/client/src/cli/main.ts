@@ -12,7 +12,10 @@ for (const stream of [process.stdout, process.stderr]) {
 
 const interrupt = new AbortController();
 let signalExitCode: number | undefined;
-for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+for (const [signal, code] of [
+  ["SIGINT", 130],
+  ["SIGTERM", 143],
+] as const) {
   process.on(signal, () => {
     // A second signal means "now": do not wait for the clean stop.
     if (signalExitCode !== undefined) process.exit(code);

@@ -95,7 +95,13 @@ export class StateStore {
   markEnded(entry: RoomEntry, ended?: RoomEnding, now = new Date()): EndedEntry {
     const state = this.read();
     delete state.rooms[entry.code];
-    const gone: EndedEntry = { code: entry.code, seat: entry.seat, baseUrl: entry.baseUrl, seen: now.toISOString(), ...(ended ? { ended } : {}) };
+    const gone: EndedEntry = {
+      code: entry.code,
+      seat: entry.seat,
+      baseUrl: entry.baseUrl,
+      seen: now.toISOString(),
+      ...(ended ? { ended } : {}),
+    };
     state.ended[entry.code] = gone;
     for (const [code, old] of Object.entries(state.ended)) {
       if (now.getTime() - Date.parse(old.seen) > ENDED_KEPT_MS) delete state.ended[code];

@@ -88,15 +88,25 @@ describe("the CLI bundle served by the relay", () => {
     expect(joined).toMatchObject({ code: 0, stdout: expect.stringContaining(`Joined room ${code} as seat b`) });
 
     expect(await bob.duet(["send", "hello from a downloaded CLI"])).toMatchObject({ code: 0 });
-    expect(await alice.duet(["watch", "--count", "1", "--timeout", "20000"])).toMatchObject({ code: 0, stdout: "b: hello from a downloaded CLI\n" });
+    expect(await alice.duet(["watch", "--count", "1", "--timeout", "20000"])).toMatchObject({
+      code: 0,
+      stdout: "b: hello from a downloaded CLI\n",
+    });
     expect(await alice.duet(["send", "bye"])).toMatchObject({ code: 0 });
-    expect(await bob.duet(["--json", "recv", "--ack"])).toMatchObject({ code: 0, stdout: expect.stringContaining('"text":"bye"') });
+    expect(await bob.duet(["--json", "recv", "--ack"])).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('"text":"bye"'),
+    });
     expect(await alice.duet(["close"])).toMatchObject({ code: 0 });
-    expect(JSON.parse((await bob.duet(["--json", "--base-url", relay.url, "stats"])).stdout)).toMatchObject({ paired: expect.any(Number) });
+    expect(JSON.parse((await bob.duet(["--json", "--base-url", relay.url, "stats"])).stdout)).toMatchObject({
+      paired: expect.any(Number),
+    });
   });
 
   it("pnpm install-cli puts duet on PATH for a non-interactive shell, and --json output is clean JSON", async () => {
-    const rootScripts = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts;
+    const rootScripts = (
+      JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> }
+    ).scripts;
     expect(rootScripts["install-cli"]).toMatch(/ && node packages\/client\/scripts\/install-cli\.mjs$/);
     // The build half of the script has run (global setup); run the install half into a
     // prefix of our own instead of the machine's global one.
@@ -104,13 +114,22 @@ describe("the CLI bundle served by the relay", () => {
     const prefix = join(home, "prefix");
     mkdirSync(home);
     const env = { PATH: process.env.PATH!, HOME: home, npm_config_prefix: prefix };
-    const installed = await run(process.execPath, [join(ROOT, "packages/client/scripts/install-cli.mjs")], { cwd: home, env });
+    const installed = await run(process.execPath, [join(ROOT, "packages/client/scripts/install-cli.mjs")], {
+      cwd: home,
+      env,
+    });
     expect(installed.stdout).toContain(`Installed duet as ${join(prefix, "bin", "duet")}`);
 
-    const shell = (command: string) => run("bash", ["-c", command], { cwd: home, env: { PATH: `${join(prefix, "bin")}:${process.env.PATH}`, HOME: home, DUET_STATE_DIR: join(home, "state") } });
+    const shell = (command: string) =>
+      run("bash", ["-c", command], {
+        cwd: home,
+        env: { PATH: `${join(prefix, "bin")}:${process.env.PATH}`, HOME: home, DUET_STATE_DIR: join(home, "state") },
+      });
     expect((await shell("duet --version")).stdout).toBe("0.1.0\n");
     const stats = await shell(`duet --json --base-url ${relay.url} stats`);
-    expect(JSON.parse(stats.stdout)).toEqual(expect.objectContaining({ sessions: expect.any(Number), rooms_open: expect.any(Number) }));
+    expect(JSON.parse(stats.stdout)).toEqual(
+      expect.objectContaining({ sessions: expect.any(Number), rooms_open: expect.any(Number) }),
+    );
     expect(stats.stderr).toBe("");
   });
 });

@@ -13,7 +13,8 @@ interface StateFileContents {
 // guards against a hang, so it allows for that.
 jest.setTimeout(180_000);
 
-const readState = (dir: string): StateFileContents => JSON.parse(readFileSync(join(dir, "rooms.json"), "utf8")) as StateFileContents;
+const readState = (dir: string): StateFileContents =>
+  JSON.parse(readFileSync(join(dir, "rooms.json"), "utf8")) as StateFileContents;
 const modeOf = (path: string) => statSync(path).mode & 0o777;
 
 describe("duet CLI, two agents through the real relay", () => {
@@ -69,7 +70,10 @@ describe("duet CLI, two agents through the real relay", () => {
     expect(await alice.run(["wait", "--timeout", "5000"])).toMatchObject({ code: 0 });
 
     const aliceWatch = alice.start(["watch", "--count", "2", "--wait", "5000"]);
-    expect(await bob.run(["send", "hello", "from", "bob"])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^\S+\n$/) });
+    expect(await bob.run(["send", "hello", "from", "bob"])).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(/^\S+\n$/),
+    });
     expect(await bob.run(["send"], "two lines\nof text\n")).toMatchObject({ code: 0 });
     expect(await aliceWatch.lines(2)).toEqual(["b: hello from bob", "b: two lines\\nof text"]);
     const watched = await aliceWatch.done;
@@ -86,7 +90,13 @@ describe("duet CLI, two agents through the real relay", () => {
 
     // Everything was acked by watch, so a plain close succeeds.
     const status = await alice.run(["--json", "status"]);
-    expect(JSON.parse(status.stdout)).toMatchObject({ code, seat: "a", peer_joined: true, pending_in: 0, pending_out: 0 });
+    expect(JSON.parse(status.stdout)).toMatchObject({
+      code,
+      seat: "a",
+      peer_joined: true,
+      pending_in: 0,
+      pending_out: 0,
+    });
     expect(await alice.run(["close"])).toMatchObject({ code: 0, stdout: `Closed room ${code}.\n` });
     expect(readState(alice.stateDir).rooms).toEqual({});
 
@@ -104,7 +114,10 @@ describe("duet CLI, two agents through the real relay", () => {
     const opened = JSON.parse((await alice.run(["--json", "open"])).stdout) as Record<string, unknown>;
     expect(Object.keys(opened).sort()).toEqual(["code", "expires_in", "join_url", "seat", "share"]);
     const code = opened.code as string;
-    const joined = JSON.parse((await bob.run(["join", "--json", String(opened.join_url)])).stdout) as Record<string, unknown>;
+    const joined = JSON.parse((await bob.run(["join", "--json", String(opened.join_url)])).stdout) as Record<
+      string,
+      unknown
+    >;
     expect(joined).toEqual({ code, seat: "b", expires_in: expect.any(Number) });
     alice.rememberTokens();
     bob.rememberTokens();
@@ -113,7 +126,9 @@ describe("duet CLI, two agents through the real relay", () => {
     const first = JSON.parse((await alice.run(["--json", "send", "first"])).stdout) as { id: string };
     const second = JSON.parse((await alice.run(["--json", "send", "second"])).stdout) as { id: string };
 
-    const peek = JSON.parse((await bob.run(["--json", "recv", "--wait", "0"])).stdout) as { messages: Array<{ id: string }> };
+    const peek = JSON.parse((await bob.run(["--json", "recv", "--wait", "0"])).stdout) as {
+      messages: Array<{ id: string }>;
+    };
     expect(peek.messages.map((m) => m.id)).toEqual([first.id, second.id]);
     // Close is refused while messages are unread: exit 6 and a JSON error line on stderr.
     const refused = await alice.run(["--json", "close"]);
@@ -129,12 +144,19 @@ describe("duet CLI, two agents through the real relay", () => {
     expect(JSON.parse((await bob.run(["--json", "rooms"])).stdout)).toEqual({
       rooms: [{ code, seat: "b", base_url: relay.url, since: expect.any(String) }],
     });
-    expect(JSON.parse((await bob.run(["--json", "stats"])).stdout)).toMatchObject({ sessions: expect.any(Number), messages: expect.any(Number) });
+    expect(JSON.parse((await bob.run(["--json", "stats"])).stdout)).toMatchObject({
+      sessions: expect.any(Number),
+      messages: expect.any(Number),
+    });
     expect(JSON.parse((await bob.run(["--json", "close"])).stdout)).toEqual({ code, ok: true });
     // The peer's close removed the room; Alice's close says how it ended, tidies her entry and still succeeds.
     const aliceClose = await alice.run(["--json", "close"]);
     expect(aliceClose).toMatchObject({ code: 0 });
-    expect(JSON.parse(aliceClose.stdout)).toEqual({ code, ok: true, ended: { reason: "closed", by: "b", at: expect.any(String) } });
+    expect(JSON.parse(aliceClose.stdout)).toEqual({
+      code,
+      ok: true,
+      ended: { reason: "closed", by: "b", at: expect.any(String) },
+    });
     expect(readState(alice.stateDir).rooms).toEqual({});
   });
 
@@ -180,7 +202,9 @@ describe("duet CLI, two agents through the real relay", () => {
       exit_code: 4,
       ended: { reason: "force_closed", by: "a", abandoned: { in: 0, out: 1 } },
     });
-    expect(JSON.parse(recv.stderr).message).toContain("0 messages to you that you had not acked, 1 message from you that the peer had not acked");
+    expect(JSON.parse(recv.stderr).message).toContain(
+      "0 messages to you that you had not acked, 1 message from you that the peer had not acked",
+    );
     const code = /[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}/.exec(stdout)![0];
     // --code finds the ended room too, and never advises joining it.
     const closed = await bob.run(["close", "--code", code]);
@@ -215,7 +239,9 @@ describe("duet CLI, two agents through the real relay", () => {
     const carol = agent("carol");
     const noRoom = await carol.run(["status"]);
     expect(noRoom.code).toBe(2);
-    expect(noRoom.stderr).toBe("duet: No room yet: run `duet open`, or `duet join <code>` with the code you were given.\n");
+    expect(noRoom.stderr).toBe(
+      "duet: No room yet: run `duet open`, or `duet join <code>` with the code you were given.\n",
+    );
 
     expect((await carol.run(["join", "nothing to see here"])).code).toBe(2);
     expect((await carol.run(["recv", "--wait", "99999"])).code).toBe(2);

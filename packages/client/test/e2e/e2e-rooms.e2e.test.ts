@@ -15,7 +15,10 @@ import { runCli, startCli, startRedis, startRelay, temporaryDir, type RelayProce
 jest.setTimeout(180_000);
 
 interface StateFile {
-  rooms: Record<string, { code: string; seat: string; token: string; e2e?: { key: string; sentSeq: number; recvSeq: number } }>;
+  rooms: Record<
+    string,
+    { code: string; seat: string; token: string; e2e?: { key: string; sentSeq: number; recvSeq: number } }
+  >;
 }
 
 describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () => {
@@ -48,7 +51,8 @@ describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () =
       void running.done.then((result) => outputs.push(result.stdout, result.stderr));
       return running;
     };
-    const seat = (code: string) => (JSON.parse(readFileSync(join(stateDir, "rooms.json"), "utf8")) as StateFile).rooms[code]!;
+    const seat = (code: string) =>
+      (JSON.parse(readFileSync(join(stateDir, "rooms.json"), "utf8")) as StateFile).rooms[code]!;
     return { stateDir, run, start, seat };
   };
 
@@ -56,14 +60,22 @@ describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () =
   const http = async (method: string, path: string, token?: string, body?: unknown) => {
     const response = await fetch(relay.url + path, {
       method,
-      headers: { "User-Agent": USER_AGENT, "Content-Type": "application/json", ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+      headers: {
+        "User-Agent": USER_AGENT,
+        "Content-Type": "application/json",
+        ...(token ? { Authorization: `Bearer ${token}` } : {}),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await response.text();
     return { status: response.status, text, json: () => JSON.parse(text) };
   };
   const pending = async (code: string, token: string) =>
-    ((await http("GET", `/v1/recv?code=${code}&wait=0`, token)).json() as { messages: { id: string; from: string; text: string }[] }).messages;
+    (
+      (await http("GET", `/v1/recv?code=${code}&wait=0`, token)).json() as {
+        messages: { id: string; from: string; text: string }[];
+      }
+    ).messages;
 
   /** Every key and value in Redis, as text. */
   const redisDump = (): string => {
@@ -123,16 +135,31 @@ describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () =
     // Pending on the relay right now: the envelope from bob, and one more from alice.
     expect(await alice.run(["send"], `second ${canary}\nwith two lines\n`)).toMatchObject({ code: 0 });
 
-    const seen = [redisDump(), relay.logs(), (await http("GET", "/metrics")).text, (await http("GET", "/v1/stats")).text];
+    const seen = [
+      redisDump(),
+      relay.logs(),
+      (await http("GET", "/metrics")).text,
+      (await http("GET", "/v1/stats")).text,
+    ];
     const aliceInbox = await pending(code, alice.seat(code).token);
     const bobInbox = await pending(code, bob.seat(code).token);
-    seen.push(JSON.stringify(aliceInbox), JSON.stringify(bobInbox), (await http("GET", `/v1/status?code=${code}`, bob.seat(code).token)).text);
+    seen.push(
+      JSON.stringify(aliceInbox),
+      JSON.stringify(bobInbox),
+      (await http("GET", `/v1/status?code=${code}`, bob.seat(code).token)).text,
+    );
     seen.push((await http("GET", `/join/${code}`)).text);
     expect(aliceInbox).toHaveLength(1);
     expect(bobInbox).toHaveLength(1);
     expect(aliceInbox[0]!.text).toMatch(/^duet-e2e:v1:/);
     expect(seen.join("\n")).toContain(bobInbox[0]!.text); // the dump holds the envelopes...
-    for (const secret of [canary, reply, key, Buffer.from(key, "base64url").toString("hex"), Buffer.from(key, "base64url").toString("base64")]) {
+    for (const secret of [
+      canary,
+      reply,
+      key,
+      Buffer.from(key, "base64url").toString("hex"),
+      Buffer.from(key, "base64url").toString("base64"),
+    ]) {
       expect(seen.join("\n")).not.toContain(secret); // ...and never the text or the key
     }
 
@@ -141,7 +168,10 @@ describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () =
     const bobRecv = await bob.run(["recv", "--wait", "0"]);
     expect(bobRecv).toMatchObject({ code: 0, stdout: `a: second ${canary}\\nwith two lines\n` });
     // recv does not consume: the same message again is the same message, not a replay.
-    expect(await bob.run(["--json", "recv", "--wait", "0", "--ack"])).toMatchObject({ code: 0, stdout: expect.stringContaining(`"seq":2`) });
+    expect(await bob.run(["--json", "recv", "--wait", "0", "--ack"])).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining(`"seq":2`),
+    });
     // Only in the one share block (the join address, printed there twice: as itself and in the
     // one-line CLI download), nowhere else in any output of either CLI.
     const all = outputs.join("\n");
@@ -161,7 +191,10 @@ describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () =
     const byHand = `sealed with openssl ${randomBytes(4).toString("hex")}\nsecond line`;
     const envelope = runRecipe(`duet_seal b2a 1 "$TEXT"`, { CODE: code, K: key, TEXT: byHand }).trim();
     expect((await http("POST", "/v1/send", bob.seat(code).token, { code, text: envelope })).status).toBe(200);
-    expect(await alice.run(["recv", "--wait", "0", "--ack"])).toMatchObject({ code: 0, stdout: `b: ${byHand.replace("\n", "\\n")}\n` });
+    expect(await alice.run(["recv", "--wait", "0", "--ack"])).toMatchObject({
+      code: 0,
+      stdout: `b: ${byHand.replace("\n", "\\n")}\n`,
+    });
   });
 
   it("refuses tampered, replayed and reflected messages without printing them, and plain text into the room", async () => {
@@ -180,7 +213,9 @@ describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () =
     let recv = await bob.run(["recv", "--wait", "0"]);
     expect(recv.code).toBe(10);
     expect(recv.stdout).toBe("");
-    expect(recv.stderr).toMatch(/refused: it failed authentication: it was altered after it was sealed, or your room key is wrong/);
+    expect(recv.stderr).toMatch(
+      /refused: it failed authentication: it was altered after it was sealed, or your room key is wrong/,
+    );
     const tamperedId = tampered.json().id as string;
     expect(await bob.run(["ack", tamperedId])).toMatchObject({ code: 0 });
 
@@ -192,7 +227,9 @@ describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () =
     recv = await bob.run(["watch", "--count", "1", "--wait", "0", "--timeout", "5000"]);
     expect(recv.code).toBe(10);
     expect(recv.stdout).toBe("");
-    expect(recv.stderr).toMatch(/refused: it repeats or precedes a message already read from the peer \(replayed or reordered\)/);
+    expect(recv.stderr).toMatch(
+      /refused: it repeats or precedes a message already read from the peer \(replayed or reordered\)/,
+    );
     const [replayed] = await pending(code, bob.seat(code).token);
     expect(await bob.run(["ack", replayed!.id])).toMatchObject({ code: 0 });
 
@@ -223,7 +260,9 @@ describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () =
     expect(await alice.run(["send", "for the right key only"])).toMatchObject({ code: 0 });
     const recv = await bob.run(["recv", "--wait", "0"]);
     expect(recv).toMatchObject({ code: 10, stdout: "" });
-    expect(recv.stderr).toMatch(/failed authentication: .*or your room key is wrong \(check the #k= part of the join address/);
+    expect(recv.stderr).toMatch(
+      /failed authentication: .*or your room key is wrong \(check the #k= part of the join address/,
+    );
 
     // Carol joins a second encrypted room by its bare code: she gets the seat, and is told she lacks the key.
     const share2 = (await alice.run(["open", "--e2e"])).stdout;
@@ -235,7 +274,10 @@ describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () =
     expect(noKey.code).toBe(10);
     expect(noKey.stderr).toMatch(/no room key/);
     // The address with the key completes her seat.
-    expect(await carol.run(["join", share2])).toMatchObject({ code: 0, stdout: expect.stringContaining("Room key added") });
+    expect(await carol.run(["join", share2])).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining("Room key added"),
+    });
     expect(await carol.run(["--code", code2, "send", "hi"])).toMatchObject({ code: 0 });
     expect(await alice.run(["--code", code2, "recv", "--wait", "0"])).toMatchObject({ code: 0, stdout: "b: hi\n" });
 

@@ -55,7 +55,10 @@ describe("send under a per-IP rate limit of 4 requests per 2 s", () => {
 
     const { messages } = await client.recv(b, { waitMs: 0 });
     expect(messages.map((m) => m.text).sort()).toEqual([...texts].sort());
-    await client.ack(b, messages.map((m) => m.id));
+    await client.ack(
+      b,
+      messages.map((m) => m.id),
+    );
 
     // Resending with a retried key returns the same id and stores nothing new, even after the ack.
     const retriedKey = refused[0]!.key;

@@ -22,7 +22,11 @@ describe("SDK in an end-to-end encrypted room", () => {
     const joined = await client.join(opened.share);
     expect(joined).toMatchObject({ seat: "b", e2e: true });
     expect(joined.e2e_session).toBeDefined();
-    return { a: { code: opened.code, token: opened.token, e2e: opened.e2e_session }, b: { code: joined.code, token: joined.token, e2e: joined.e2e_session }, key: opened.key! };
+    return {
+      a: { code: opened.code, token: opened.token, e2e: opened.e2e_session },
+      b: { code: joined.code, token: joined.token, e2e: joined.e2e_session },
+      key: opened.key!,
+    };
   }
 
   it("seals on send and opens on recv; the relay holds only the envelope", async () => {
@@ -31,7 +35,10 @@ describe("SDK in an end-to-end encrypted room", () => {
     const raw = await client.recv({ code: b.code, token: b.token }, { waitMs: 0 });
     expect(raw.messages[0]!.text).toMatch(/^duet-e2e:v1:/);
     expect(raw.messages[0]!.text).not.toContain("secret plan");
-    expect(await client.recv(b, { waitMs: 0 })).toEqual({ messages: [{ id, from: "a", text: "secret plan", seq: 1 }], rejected: [] });
+    expect(await client.recv(b, { waitMs: 0 })).toEqual({
+      messages: [{ id, from: "a", text: "secret plan", seq: 1 }],
+      rejected: [],
+    });
     // recv does not consume: the same message again is not a replay.
     expect((await client.recv(b, { waitMs: 0 })).messages).toEqual([{ id, from: "a", text: "secret plan", seq: 1 }]);
   });
@@ -64,7 +71,11 @@ describe("SDK in an end-to-end encrypted room", () => {
     await expect(client.receiveLoop(b, () => undefined, { maxMessages: 1, waitMs: 0 })).rejects.toThrow(DuetE2eError);
     const refused: RejectedMessage[] = [];
     const texts: string[] = [];
-    await client.receiveLoop(b, (message) => void texts.push(message.text), { maxMessages: 1, waitMs: 0, onRejected: (r) => refused.push(r) });
+    await client.receiveLoop(b, (message) => void texts.push(message.text), {
+      maxMessages: 1,
+      waitMs: 0,
+      onRejected: (r) => refused.push(r),
+    });
     expect(refused).toMatchObject([{ from: "a", reason: "reflected" }]);
     expect(texts).toEqual(["genuine"]);
     expect((await client.status(b)).pending_in).toBe(0);
@@ -75,6 +86,8 @@ describe("SDK in an end-to-end encrypted room", () => {
     const error = await client.send(a, "x".repeat(a.e2e!.maxTextBytes() + 1)).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DuetError);
     expect((error as DuetError).code).toBe("too_large");
-    expect((error as DuetError).message).toContain(`at most ${a.e2e!.maxTextBytes()} fit in this end-to-end encrypted room`);
+    expect((error as DuetError).message).toContain(
+      `at most ${a.e2e!.maxTextBytes()} fit in this end-to-end encrypted room`,
+    );
   });
 });

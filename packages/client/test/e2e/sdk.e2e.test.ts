@@ -44,7 +44,11 @@ describe.each(targets)("SDK against the relay (%s store)", (storeKind, start) =>
   async function pairedRoom(): Promise<{ a: SeatCredentials; b: SeatCredentials; joinUrl: string }> {
     const opened = await client.open();
     const joined = await client.join(opened.code.toUpperCase().replace(/-/g, ""));
-    return { a: { code: opened.code, token: opened.token }, b: { code: joined.code, token: joined.token }, joinUrl: opened.join_url };
+    return {
+      a: { code: opened.code, token: opened.token },
+      b: { code: joined.code, token: joined.token },
+      joinUrl: opened.join_url,
+    };
   }
 
   it("open, join, send, recv, ack, status, close and stats", async () => {
@@ -56,14 +60,25 @@ describe.each(targets)("SDK against the relay (%s store)", (storeKind, start) =>
     expect(opened.share).not.toContain(opened.token);
     const a = { code: opened.code, token: opened.token };
 
-    expect(await client.status(a)).toMatchObject({ seat: "a", members: ["a"], peer_joined: false, pending_in: 0, pending_out: 0 });
+    expect(await client.status(a)).toMatchObject({
+      seat: "a",
+      members: ["a"],
+      peer_joined: false,
+      pending_in: 0,
+      pending_out: 0,
+    });
     const joined = await client.join(` ${opened.code.toUpperCase()} `);
     expect(joined).toMatchObject({ code: opened.code, seat: "b" });
     const b = { code: joined.code, token: joined.token };
 
     const sent = await client.send(a, "héllo ✓");
     expect(sent.id).toEqual(expect.any(String));
-    expect(await client.status(a)).toMatchObject({ members: ["a", "b"], peer_joined: true, pending_out: 1, pending_in: 0 });
+    expect(await client.status(a)).toMatchObject({
+      members: ["a", "b"],
+      peer_joined: true,
+      pending_out: 1,
+      pending_in: 0,
+    });
     const received = await client.recv(b, { waitMs: 0 });
     expect(received.messages).toEqual([{ id: sent.id, from: "a", text: "héllo ✓" }]);
     // recv does not consume
@@ -96,10 +111,16 @@ describe.each(targets)("SDK against the relay (%s store)", (storeKind, start) =>
     await expect(client.join(a.code)).rejects.toMatchObject({ code: "full", status: 409 });
     await client.send(a, "unread");
     await expect(client.close(b)).rejects.toMatchObject({ code: "unread", status: 409 });
-    await expect(client.status({ code: a.code, token: "not-the-token" })).rejects.toMatchObject({ code: "unauthorized", status: 401 });
+    await expect(client.status({ code: a.code, token: "not-the-token" })).rejects.toMatchObject({
+      code: "unauthorized",
+      status: 401,
+    });
     await expect(client.join("zzzz-zzzz-zzzz")).rejects.toMatchObject({ code: "not_found", status: 404 });
     await expect(client.join("no")).rejects.toMatchObject({ code: "bad_request", status: 400 });
-    const error = await client.send(a, "same key", { idempotencyKey: "key-1" }).then(() => client.send(a, "other text", { idempotencyKey: "key-1" })).catch((e: unknown) => e);
+    const error = await client
+      .send(a, "same key", { idempotencyKey: "key-1" })
+      .then(() => client.send(a, "other text", { idempotencyKey: "key-1" }))
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DuetError);
     expect(error).toMatchObject({ code: "idempotency_conflict", status: 409 });
     expect(await client.close(b, { force: true })).toEqual({ ok: true });
@@ -175,7 +196,10 @@ describe.each(targets)("SDK against the relay (%s store)", (storeKind, start) =>
       }
     })();
     await reading;
-    expect(events).toEqual([{ event: "open" }, { event: "message", message: { id: expect.any(String), from: "a", text: "pushed" } }]);
+    expect(events).toEqual([
+      { event: "open" },
+      { event: "message", message: { id: expect.any(String), from: "a", text: "pushed" } },
+    ]);
     await client.close(a, { force: true });
   });
 
@@ -227,7 +251,10 @@ describe.each(targets)("SDK against the relay (%s store)", (storeKind, start) =>
     for (let i = 0; i < MAX_PENDING_MESSAGES; i++) await client.send(a, `m${i}`);
     let refused!: () => void;
     const waitingForSpace = new Promise<void>((resolve) => (refused = resolve));
-    const ninth = client.send(a, "ninth", { onWait: (event) => event.reason === "mailbox_full" && refused(), timeoutMs: 15_000 });
+    const ninth = client.send(a, "ninth", {
+      onWait: (event) => event.reason === "mailbox_full" && refused(),
+      timeoutMs: 15_000,
+    });
     // The peer acks only once the send was refused and is waiting for space.
     await waitingForSpace;
     const { messages } = await client.recv(b, { waitMs: 0 });
@@ -243,7 +270,10 @@ describe.each(targets)("SDK against the relay (%s store)", (storeKind, start) =>
     const { a } = await pairedRoom();
     for (let i = 0; i < MAX_PENDING_MESSAGES; i++) await client.send(a, `m${i}`);
     const started = Date.now();
-    await expect(client.send(a, "too many", { timeoutMs: 1500 })).rejects.toMatchObject({ code: "mailbox_full", status: 429 });
+    await expect(client.send(a, "too many", { timeoutMs: 1500 })).rejects.toMatchObject({
+      code: "mailbox_full",
+      status: 429,
+    });
     expect(Date.now() - started).toBeLessThan(4000);
     await client.close(a, { force: true });
   });

@@ -32,5 +32,8 @@ export default function globalSetup(): void {
   ].filter(([pkg, output]) => isStale(pkg!, output!));
   if (stale.length === 0) return;
   // Building protocol first matters: server and client compile against its sources, but run its dist.
-  execFileSync("pnpm", ["--filter", "@duet/server...", "--filter", "@duet/client...", "build"], { cwd: ROOT, stdio: "inherit" });
+  execFileSync("pnpm", ["--filter", "@duet/server...", "--filter", "@duet/client...", "build"], {
+    cwd: ROOT,
+    stdio: "inherit",
+  });
 }

@@ -21,7 +21,15 @@ export interface RelayProcess {
 export async function startRelay(env: Record<string, string> = {}): Promise<RelayProcess> {
   const { REDIS_URL: _ignored, REDIS_CLUSTER_NODES: _ignoredToo, ...inherited } = process.env;
   const child = spawn(process.execPath, [SERVER_MAIN], {
-    env: { ...inherited, PORT: "0", HOST: "127.0.0.1", RATE_LIMIT_ROOMS: "1000", RATE_LIMIT_REQUESTS: "100000", STATS_CACHE_MS: "0", ...env },
+    env: {
+      ...inherited,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      RATE_LIMIT_ROOMS: "1000",
+      RATE_LIMIT_REQUESTS: "100000",
+      STATS_CACHE_MS: "0",
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   killOnExit(child);
@@ -88,7 +96,10 @@ export interface CliRun {
 }
 
 /** Starts the built CLI with its own state directory and relay URL. */
-export function startCli(args: string[], options: { stateDir: string; url: string; stdin?: string; env?: Record<string, string> }): CliRun {
+export function startCli(
+  args: string[],
+  options: { stateDir: string; url: string; stdin?: string; env?: Record<string, string> },
+): CliRun {
   const child = spawn(process.execPath, [CLI_MAIN, ...args], {
     env: { ...process.env, DUET_STATE_DIR: options.stateDir, DUET_URL: options.url, ...options.env },
     stdio: ["pipe", "pipe", "pipe"],
@@ -102,11 +113,16 @@ export function startCli(args: string[], options: { stateDir: string; url: strin
   });
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   child.stdin!.end(options.stdin ?? "");
-  const done = new Promise<CliResult>((resolveDone) => child.once("close", (code) => resolveDone({ code, stdout, stderr })));
+  const done = new Promise<CliResult>((resolveDone) =>
+    child.once("close", (code) => resolveDone({ code, stdout, stderr })),
+  );
   const lines = async (count: number): Promise<string[]> => {
     const current = () => stdout.split("\n").filter((line) => line !== "");
     while (current().length < count) {
-      if (child.exitCode !== null) throw new Error(`duet ${args.join(" ")} exited with ${child.exitCode} before printing ${count} lines:\n${stdout}\n${stderr}`);
+      if (child.exitCode !== null)
+        throw new Error(
+          `duet ${args.join(" ")} exited with ${child.exitCode} before printing ${count} lines:\n${stdout}\n${stderr}`,
+        );
       await Promise.race([new Promise<void>((wake) => waiters.push(wake)), new Promise((r) => setTimeout(r, 100))]);
     }
     return current();
@@ -115,7 +131,10 @@ export function startCli(args: string[], options: { stateDir: string; url: strin
 }
 
 /** Runs the CLI to completion. */
-export function runCli(args: string[], options: { stateDir: string; url: string; stdin?: string; env?: Record<string, string> }): Promise<CliResult> {
+export function runCli(
+  args: string[],
+  options: { stateDir: string; url: string; stdin?: string; env?: Record<string, string> },
+): Promise<CliResult> {
   return startCli(args, options).done;
 }
 

@@ -78,6 +78,7 @@ describe("SKILL.md", () => {
     expect(skill).toMatch(/Never reveal the seat token/);
     expect(skill).toMatch(/Redact secrets and personal data/);
     expect(skill).toMatch(/publish the content .* and send the URL/s);
-    for (const command of ["duet open", "duet join", "duet send", "duet watch", "duet close"]) expect(skill).toContain(command);
+    for (const command of ["duet open", "duet join", "duet send", "duet watch", "duet close"])
+      expect(skill).toContain(command);
   });
 });

@@ -3,7 +3,16 @@
 // reflected, replayed, reordered and repeated messages.
 import { E2E_OPENSSL_RECIPE, MAX_TEXT_BYTES, e2eMaxTextBytes, isE2eEnvelope } from "@duet/protocol";
 import { FIXED_IV_PRELUDE, opensslRecipe, runRecipe } from "../support/openssl-recipe";
-import { E2eSession, deriveDirectionKeys, joinUrlWithKey, newRoomKey, openEnvelope, parseRoomKey, roomKeyInText, sealEnvelope } from "../../src/e2e";
+import {
+  E2eSession,
+  deriveDirectionKeys,
+  joinUrlWithKey,
+  newRoomKey,
+  openEnvelope,
+  parseRoomKey,
+  roomKeyInText,
+  sealEnvelope,
+} from "../../src/e2e";
 
 const KEY = Buffer.from(Array.from({ length: 32 }, (_, i) => i));
 const K = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
@@ -20,14 +29,17 @@ const VECTORS = [
     direction: "b2a" as const,
     seq: 2,
     text: "ça marche ✓\nline two",
-    envelope: "duet-e2e:v1:8PHy8/T19vf4+fr7/P3+/w==:zPKKcMECt5aWktvXC7Xh/E3SzuYFL1WZuQ==:/BtDPE0fQh7BL3zGaB7h+/DxN9w8ehwjUmnRGW3GyvU=",
+    envelope:
+      "duet-e2e:v1:8PHy8/T19vf4+fr7/P3+/w==:zPKKcMECt5aWktvXC7Xh/E3SzuYFL1WZuQ==:/BtDPE0fQh7BL3zGaB7h+/DxN9w8ehwjUmnRGW3GyvU=",
   },
 ];
 
 describe("duet-e2e v1 known answers", () => {
   it("reads the room key from the fragment", () => {
     expect(parseRoomKey(K)?.equals(KEY)).toBe(true);
-    expect(roomKeyInText(`duet room ${CODE}\nOtherwise read the join address: http://relay.test/join/${CODE}#k=${K}\n`)).toBe(K);
+    expect(
+      roomKeyInText(`duet room ${CODE}\nOtherwise read the join address: http://relay.test/join/${CODE}#k=${K}\n`),
+    ).toBe(K);
     expect(roomKeyInText(`http://relay.test/join/${CODE}`)).toBeUndefined();
     expect(joinUrlWithKey(`http://relay.test/join/${CODE}`, K)).toBe(`http://relay.test/join/${CODE}#k=${K}`);
     expect(parseRoomKey(newRoomKey())?.length).toBe(32);
@@ -50,11 +62,14 @@ describe("duet-e2e v1 known answers", () => {
     expect(openEnvelope(keys, envelope)).toEqual({ ok: true, seq, text });
   });
 
-  it.each(VECTORS)("seals and opens the $direction vector with the openssl recipe of the docs", ({ direction, seq, text, envelope }) => {
-    const env = { CODE, K, TEXT: text, ENVELOPE: envelope, FIXED_IV: IV.toString("base64") };
-    expect(runRecipe(`duet_seal ${direction} ${seq} "$TEXT"`, env, FIXED_IV_PRELUDE)).toBe(`${envelope}\n`);
-    expect(runRecipe(`duet_open ${direction} "$ENVELOPE"`, env)).toBe(`${seq}\n${text}`);
-  });
+  it.each(VECTORS)(
+    "seals and opens the $direction vector with the openssl recipe of the docs",
+    ({ direction, seq, text, envelope }) => {
+      const env = { CODE, K, TEXT: text, ENVELOPE: envelope, FIXED_IV: IV.toString("base64") };
+      expect(runRecipe(`duet_seal ${direction} ${seq} "$TEXT"`, env, FIXED_IV_PRELUDE)).toBe(`${envelope}\n`);
+      expect(runRecipe(`duet_open ${direction} "$ENVELOPE"`, env)).toBe(`${seq}\n${text}`);
+    },
+  );
 
   it("the docs show the recipe the protocol package serves in GET /v1/api", () => {
     expect(opensslRecipe()).toBe(E2E_OPENSSL_RECIPE);
@@ -68,7 +83,8 @@ describe("duet-e2e v1 known answers", () => {
   it("the openssl recipe refuses an altered envelope and the other direction", () => {
     const { envelope } = VECTORS[0]!;
     const altered = envelope.replace(":CQe", ":CQf");
-    const run = (direction: string, text: string) => () => runRecipe(`duet_open ${direction} "$ENVELOPE" 2>/dev/null`, { CODE, K, ENVELOPE: text });
+    const run = (direction: string, text: string) => () =>
+      runRecipe(`duet_open ${direction} "$ENVELOPE" 2>/dev/null`, { CODE, K, ENVELOPE: text });
     expect(run("a2b", altered)).toThrow();
     expect(run("b2a", envelope)).toThrow();
   });
@@ -117,7 +133,10 @@ describe("E2eSession: what the receiving seat makes of each message", () => {
 
   it("refuses an envelope of another room sealed with the same key", () => {
     const other = E2eSession.start("aaaa-bbbb-cccc", "a", K);
-    expect(E2eSession.start(CODE, "b", K).open("1", other.seal("hi"))).toMatchObject({ ok: false, reason: "unauthenticated" });
+    expect(E2eSession.start(CODE, "b", K).open("1", other.seal("hi"))).toMatchObject({
+      ok: false,
+      reason: "unauthenticated",
+    });
   });
 
   it("refuses its own message sent back to it as reflected", () => {

@@ -2,7 +2,8 @@
 // throwing handler leaves its message pending, the signal ends the loop.
 import { DuetClient } from "../../src";
 
-const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+const json = (status: number, body: unknown) =>
+  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
 const seat = { code: "k7dq-3mxa-9z2f", token: "tok" };
 const m = (id: string, text = id) => ({ id, from: "b", text });
 
@@ -70,7 +71,11 @@ describe("receiveLoop", () => {
       () => json(200, { ok: true, acked: 1 }),
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
-    const result = await client.receiveLoop(seat, (message) => void handled.push(message.id), { retryTimeoutMs: 1, maxMessages: 2, transport: "long-poll" });
+    const result = await client.receiveLoop(seat, (message) => void handled.push(message.id), {
+      retryTimeoutMs: 1,
+      maxMessages: 2,
+      transport: "long-poll",
+    });
     expect(result).toEqual({ handled: 2 });
     expect(handled).toEqual(["1", "2"]);
     expect(log).toEqual(["recv", "ack 1", "recv", "ack 1", "ack 2"]);
@@ -80,17 +85,23 @@ describe("receiveLoop", () => {
     const down = () => json(503, { error: "unavailable", message: "store down" });
     const { fetchImpl } = scripted(Array.from({ length: 50 }, () => down));
     const client = new DuetClient({ fetch: fetchImpl });
-    await expect(client.receiveLoop(seat, () => undefined, { retryTimeoutMs: 300, waitMs: 0, transport: "long-poll" })).rejects.toMatchObject({ code: "unavailable", status: 503 });
+    await expect(
+      client.receiveLoop(seat, () => undefined, { retryTimeoutMs: 300, waitMs: 0, transport: "long-poll" }),
+    ).rejects.toMatchObject({ code: "unavailable", status: 503 });
   });
 
   it("resolves when the signal fires during a long poll", async () => {
     const controller = new AbortController();
     const fetchImpl = ((_input: string, init: RequestInit) =>
-      new Promise((_resolve, reject) => init.signal!.addEventListener("abort", () => reject(init.signal!.reason)))) as unknown as typeof fetch;
+      new Promise((_resolve, reject) =>
+        init.signal!.addEventListener("abort", () => reject(init.signal!.reason)),
+      )) as unknown as typeof fetch;
     const client = new DuetClient({ fetch: fetchImpl });
     setTimeout(() => controller.abort(), 100);
     const started = Date.now();
-    await expect(client.receiveLoop(seat, () => undefined, { signal: controller.signal, transport: "long-poll" })).resolves.toEqual({ handled: 0 });
+    await expect(
+      client.receiveLoop(seat, () => undefined, { signal: controller.signal, transport: "long-poll" }),
+    ).resolves.toEqual({ handled: 0 });
     expect(Date.now() - started).toBeLessThan(2000);
   });
 });

@@ -12,9 +12,16 @@ interface Call {
 
 const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
   new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
-const refusal = (status: number, error: string, headers: Record<string, string> = {}) => json(status, { error, message: `refused: ${error}` }, headers);
+const refusal = (status: number, error: string, headers: Record<string, string> = {}) =>
+  json(status, { error, message: `refused: ${error}` }, headers);
 const statusBody = (pending_in: number, pending_out: number) => ({
-  seat: "a", members: ["a", "b"], expires_in: 1700, peer_joined: true, peer_active: true, pending_in, pending_out,
+  seat: "a",
+  members: ["a", "b"],
+  expires_in: 1700,
+  peer_joined: true,
+  peer_active: true,
+  pending_in,
+  pending_out,
 });
 
 /** A fetch that answers from a script, one function per expected call, and records the calls. */
@@ -25,7 +32,9 @@ function scriptedFetch(script: Array<(call: Call) => Response | Promise<Response
     const call: Call = {
       url: String(input),
       method: init?.method ?? "GET",
-      headers: Object.fromEntries(Object.entries((init?.headers ?? {}) as Record<string, string>).map(([k, v]) => [k.toLowerCase(), v])),
+      headers: Object.fromEntries(
+        Object.entries((init?.headers ?? {}) as Record<string, string>).map(([k, v]) => [k.toLowerCase(), v]),
+      ),
       body: init?.body ? JSON.parse(String(init.body)) : undefined,
       at: Date.now() - started,
     };
@@ -57,7 +66,11 @@ describe("send retries", () => {
   });
 
   it("uses a fresh key for each logical send, and the caller's key when given", async () => {
-    const { fetchImpl, calls } = scriptedFetch([() => json(200, { id: "m1" }), () => json(200, { id: "m2" }), () => json(200, { id: "m3" })]);
+    const { fetchImpl, calls } = scriptedFetch([
+      () => json(200, { id: "m1" }),
+      () => json(200, { id: "m2" }),
+      () => json(200, { id: "m3" }),
+    ]);
     const client = new DuetClient({ fetch: fetchImpl });
     await client.send(seat, "one");
     await client.send(seat, "two");
@@ -90,7 +103,13 @@ describe("send retries", () => {
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
     await expect(client.send(seat, "ninth")).resolves.toEqual({ id: "m8" });
-    expect(calls.map((c) => new URL(c.url).pathname)).toEqual(["/v1/send", "/v1/status", "/v1/status", "/v1/status", "/v1/send"]);
+    expect(calls.map((c) => new URL(c.url).pathname)).toEqual([
+      "/v1/send",
+      "/v1/status",
+      "/v1/status",
+      "/v1/status",
+      "/v1/send",
+    ]);
     expect(calls[4]!.body).toEqual(calls[0]!.body);
   });
 
@@ -132,7 +151,10 @@ describe("send retries", () => {
 
 describe("answers and errors", () => {
   it("maps a non-JSON 502 to unavailable and retries it", async () => {
-    const { fetchImpl } = scriptedFetch([() => new Response("bad gateway", { status: 502 }), () => json(200, statusBody(1, 0))]);
+    const { fetchImpl } = scriptedFetch([
+      () => new Response("bad gateway", { status: 502 }),
+      () => json(200, statusBody(1, 0)),
+    ]);
     const client = new DuetClient({ fetch: fetchImpl });
     await expect(client.status(seat)).resolves.toMatchObject({ pending_in: 1 });
   });
@@ -148,7 +170,9 @@ describe("answers and errors", () => {
   });
 
   it("reports an unreachable relay as DuetNetworkError without retrying open", async () => {
-    const { fetchImpl, calls } = scriptedFetch([() => Promise.reject(new TypeError("fetch failed", { cause: { code: "ECONNREFUSED" } }))]);
+    const { fetchImpl, calls } = scriptedFetch([
+      () => Promise.reject(new TypeError("fetch failed", { cause: { code: "ECONNREFUSED" } })),
+    ]);
     const client = new DuetClient({ baseUrl: "http://relay.test", fetch: fetchImpl });
     const error = await client.open().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DuetNetworkError);
@@ -188,7 +212,10 @@ describe("waitForPeer", () => {
   it("times out with DuetTimeoutError, never asking the relay to wait past the deadline", async () => {
     const alone = (call: Call) =>
       new Promise<Response>((resolve) =>
-        setTimeout(() => resolve(json(200, { ...statusBody(0, 0), members: ["a"], peer_joined: false })), Number(new URL(call.url).searchParams.get("wait") ?? 0)),
+        setTimeout(
+          () => resolve(json(200, { ...statusBody(0, 0), members: ["a"], peer_joined: false })),
+          Number(new URL(call.url).searchParams.get("wait") ?? 0),
+        ),
       );
     const { fetchImpl, calls } = scriptedFetch(Array.from({ length: 20 }, () => alone));
     const client = new DuetClient({ fetch: fetchImpl });
@@ -198,7 +225,9 @@ describe("waitForPeer", () => {
 
   it("rejects with how the room ended when it ends first", async () => {
     const ended = { reason: "closed", by: "a", at: "2026-11-26T06:00:00.000Z" };
-    const { fetchImpl } = scriptedFetch([() => json(404, { error: "not_found", message: "The room ended: you (seat a) closed it.", ended })]);
+    const { fetchImpl } = scriptedFetch([
+      () => json(404, { error: "not_found", message: "The room ended: you (seat a) closed it.", ended }),
+    ]);
     const client = new DuetClient({ fetch: fetchImpl });
     await expect(client.waitForPeer(seat)).rejects.toMatchObject({ code: "not_found", ended });
   });

@@ -8,10 +8,19 @@ describe("extractRoomCode", () => {
   });
 
   it("takes the code and the relay's base URL from a join URL", () => {
-    expect(extractRoomCode("https://relay.example/join/K7DQ-3MXA-9Z2F")).toEqual({ code: "k7dq-3mxa-9z2f", baseUrl: "https://relay.example" });
-    expect(extractRoomCode("http://127.0.0.1:41234/join/k7dq-3mxa-9z2f/")).toEqual({ code: "k7dq-3mxa-9z2f", baseUrl: "http://127.0.0.1:41234" });
+    expect(extractRoomCode("https://relay.example/join/K7DQ-3MXA-9Z2F")).toEqual({
+      code: "k7dq-3mxa-9z2f",
+      baseUrl: "https://relay.example",
+    });
+    expect(extractRoomCode("http://127.0.0.1:41234/join/k7dq-3mxa-9z2f/")).toEqual({
+      code: "k7dq-3mxa-9z2f",
+      baseUrl: "http://127.0.0.1:41234",
+    });
     // A relay mounted under a path keeps the path in its base URL.
-    expect(extractRoomCode("https://example.org/duet/join/k7dq-3mxa-9z2f")).toEqual({ code: "k7dq-3mxa-9z2f", baseUrl: "https://example.org/duet" });
+    expect(extractRoomCode("https://example.org/duet/join/k7dq-3mxa-9z2f")).toEqual({
+      code: "k7dq-3mxa-9z2f",
+      baseUrl: "https://example.org/duet",
+    });
   });
 
   it("finds the join URL inside a share block, trailing punctuation and all", () => {

@@ -45,7 +45,9 @@ describe("StateStore", () => {
     const ended = { reason: "closed" as const, by: "a" as const, at: "2026-11-25T00:00:00.000Z" };
     store.markEnded(store.get("aaaa-bbbb-cccc")!, ended, new Date("2026-11-25T01:00:00.000Z"));
     expect(store.list().map((r) => r.code)).toEqual(["dddd-eeee-ffff"]);
-    expect(store.endedRooms()).toEqual([{ code: "aaaa-bbbb-cccc", seat: "b", baseUrl: "http://127.0.0.1:1", ended, seen: "2026-11-25T01:00:00.000Z" }]);
+    expect(store.endedRooms()).toEqual([
+      { code: "aaaa-bbbb-cccc", seat: "b", baseUrl: "http://127.0.0.1:1", ended, seen: "2026-11-25T01:00:00.000Z" },
+    ]);
     expect(readFileSync(store.path, "utf8")).not.toContain("secret-token-aaaa-bbbb-cccc");
     // A day later, marking another room ended drops the old record.
     store.markEnded(store.get("dddd-eeee-ffff")!, undefined, new Date("2026-11-26T01:00:01.000Z"));
@@ -59,11 +61,18 @@ describe("StateStore", () => {
     store.put(entry("aaaa-bbbb-cccc"));
     store.put(entry("dddd-eeee-ffff", "b"));
     store.put({ ...entry("aaaa-bbbb-cccc"), token: "replaced" });
-    expect(store.list().map((r) => r.code).sort()).toEqual(["aaaa-bbbb-cccc", "dddd-eeee-ffff"]);
+    expect(
+      store
+        .list()
+        .map((r) => r.code)
+        .sort(),
+    ).toEqual(["aaaa-bbbb-cccc", "dddd-eeee-ffff"]);
     expect(store.get("aaaa-bbbb-cccc")?.token).toBe("replaced");
     expect(store.remove("aaaa-bbbb-cccc")).toBe(true);
     expect(store.remove("aaaa-bbbb-cccc")).toBe(false);
-    expect(JSON.parse(readFileSync(store.path, "utf8")).rooms).toEqual({ "dddd-eeee-ffff": entry("dddd-eeee-ffff", "b") });
+    expect(JSON.parse(readFileSync(store.path, "utf8")).rooms).toEqual({
+      "dddd-eeee-ffff": entry("dddd-eeee-ffff", "b"),
+    });
   });
 
   it("reads an absent file as no rooms and leaves no temporary files behind", () => {

@@ -4,7 +4,8 @@
 // it and sends nothing, a relay without the endpoint).
 import { DuetClient, DuetError } from "../../src";
 
-const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+const json = (status: number, body: unknown) =>
+  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
 const seat = { code: "k7dq-3mxa-9z2f", token: "tok" };
 const m = (id: string, text = id) => ({ id, from: "b" as const, text });
 
@@ -41,7 +42,13 @@ describe("receiveLoop on the push stream", () => {
     const { fetchImpl, log } = scripted([
       (url) => {
         urls.push(url.search);
-        return ndjson([{ event: "message", ...m("1", "one") }, { event: "message", ...m("2", "two") }], { hold: true });
+        return ndjson(
+          [
+            { event: "message", ...m("1", "one") },
+            { event: "message", ...m("2", "two") },
+          ],
+          { hold: true },
+        );
       },
       () => json(200, { ok: true, acked: 1 }),
       () => json(200, { ok: true, acked: 1 }),
@@ -57,10 +64,21 @@ describe("receiveLoop on the push stream", () => {
 
   it("reconnects after `end` shutdown and does not hand a message twice when the new stream sends it again", async () => {
     const { fetchImpl, log } = scripted([
-      () => ndjson([{ event: "message", ...m("1") }, { event: "end", reason: "shutdown" }]),
+      () =>
+        ndjson([
+          { event: "message", ...m("1") },
+          { event: "end", reason: "shutdown" },
+        ]),
       () => json(200, { ok: true, acked: 1 }),
       // A stream opened before the ack landed may send the acked message once more.
-      () => ndjson([{ event: "message", ...m("1") }, { event: "message", ...m("2") }], { hold: true }),
+      () =>
+        ndjson(
+          [
+            { event: "message", ...m("1") },
+            { event: "message", ...m("2") },
+          ],
+          { hold: true },
+        ),
       () => json(200, { ok: true, acked: 1 }),
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
@@ -105,7 +123,9 @@ describe("receiveLoop on the push stream", () => {
   });
 
   it("transport: stream does not fall back: the refusal is the loop's error", async () => {
-    const { fetchImpl } = scripted([() => json(401, { error: "unauthorized", message: "A valid seat token is required." })]);
+    const { fetchImpl } = scripted([
+      () => json(401, { error: "unauthorized", message: "A valid seat token is required." }),
+    ]);
     const client = new DuetClient({ fetch: fetchImpl });
     const failure = client.receiveLoop(seat, () => undefined, { transport: "stream" });
     await expect(failure).rejects.toBeInstanceOf(DuetError);
@@ -113,10 +133,20 @@ describe("receiveLoop on the push stream", () => {
   });
 
   it("client.stream yields open, the messages and the end", async () => {
-    const { fetchImpl } = scripted([() => ndjson([{ event: "message", ...m("1", "hi") }, { event: "end", reason: "replaced" }])]);
+    const { fetchImpl } = scripted([
+      () =>
+        ndjson([
+          { event: "message", ...m("1", "hi") },
+          { event: "end", reason: "replaced" },
+        ]),
+    ]);
     const client = new DuetClient({ fetch: fetchImpl });
     const events = [];
     for await (const event of client.stream(seat)) events.push(event);
-    expect(events).toEqual([{ event: "open" }, { event: "message", message: m("1", "hi") }, { event: "end", reason: "replaced" }]);
+    expect(events).toEqual([
+      { event: "open" },
+      { event: "message", message: m("1", "hi") },
+      { event: "end", reason: "replaced" },
+    ]);
   });
 });

@@ -10,6 +10,10 @@ const BEARER = /^bearer[ \t]+([^\s]+)[ \t]*$/i;
 export function seatTokenHash(req: Request): string {
   const header = req.get("authorization");
   const match = header === undefined ? null : BEARER.exec(header);
-  if (!match) throw apiError("unauthorized", "Missing seat token: send 'Authorization: Bearer <token>' with the token from open or join.");
+  if (!match)
+    throw apiError(
+      "unauthorized",
+      "Missing seat token: send 'Authorization: Bearer <token>' with the token from open or join.",
+    );
   return hashSeatToken(match[1]!);
 }

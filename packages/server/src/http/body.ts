@@ -19,11 +19,14 @@ export const jsonBody: RequestHandler = express.json({
 /** body-parser's errors, as the catalogue's. */
 export function bodyParserError(error: unknown) {
   const type = (error as { type?: string }).type;
-  if (error instanceof InvalidUtf8 || type === "entity.verify.failed") return apiError("bad_request", "The body is not valid UTF-8.");
+  if (error instanceof InvalidUtf8 || type === "entity.verify.failed")
+    return apiError("bad_request", "The body is not valid UTF-8.");
   if (type === "entity.too.large") return apiError("too_large", `The body is larger than ${MAX_BODY_BYTES} bytes.`);
   if (type === "entity.parse.failed") return apiError("bad_request", "The body is not valid JSON.");
-  if (type === "encoding.unsupported" || type === "charset.unsupported") return apiError("bad_request", "Send the body as UTF-8 JSON, uncompressed or gzip.");
-  if (type === "request.aborted" || type === "request.size.invalid") return apiError("bad_request", "The body ended early.");
+  if (type === "encoding.unsupported" || type === "charset.unsupported")
+    return apiError("bad_request", "Send the body as UTF-8 JSON, uncompressed or gzip.");
+  if (type === "request.aborted" || type === "request.size.invalid")
+    return apiError("bad_request", "The body ended early.");
   // A body that does not decompress (Content-Encoding: gzip, br or deflate over other bytes)
   // comes as zlib's own error, which body-parser marks as a client error (400).
   if ((error as { status?: number }).status === 400 && (error as { expose?: boolean }).expose === true) {

@@ -18,7 +18,8 @@ const DOWNLOADS = {
 };
 
 /** The one line that tells an agent with only Node how to get the CLI and join `joinUrl`. */
-export const cliFetchCommand = (baseUrl: string, joinUrl: string) => `curl -fsSO ${baseUrl}${CLI_PATH} && node duet.cjs join ${joinUrl}`;
+export const cliFetchCommand = (baseUrl: string, joinUrl: string) =>
+  `curl -fsSO ${baseUrl}${CLI_PATH} && node duet.cjs join ${joinUrl}`;
 
 // A deploy replaces the files and restarts the process, so a client may keep a copy for a
 // few minutes and then revalidate it cheaply with its ETag.
@@ -36,7 +37,10 @@ export function downloadRoutes(publicDir: string, limiter: RequestHandler): Rout
   const load = (file: string): Promise<LoadedFile> => {
     let pending = loaded.get(file);
     if (!pending) {
-      pending = readFile(join(publicDir, file)).then((body) => ({ body, etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 27)}"` }));
+      pending = readFile(join(publicDir, file)).then((body) => ({
+        body,
+        etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 27)}"`,
+      }));
       // A failed read is not remembered: the file may appear later (a volume mounted late).
       pending.catch(() => loaded.delete(file));
       loaded.set(file, pending);
@@ -50,7 +54,12 @@ export function downloadRoutes(publicDir: string, limiter: RequestHandler): Rout
       try {
         served = await load(file);
       } catch {
-        return next(apiError("not_found", `This relay was built without ${what} (${file}). Install the CLI from the duet repository instead (pnpm install-cli).`));
+        return next(
+          apiError(
+            "not_found",
+            `This relay was built without ${what} (${file}). Install the CLI from the duet repository instead (pnpm install-cli).`,
+          ),
+        );
       }
       res.set({ "Content-Type": type, "Cache-Control": CACHE_CONTROL, ETag: served.etag });
       // req.fresh compares If-None-Match with the ETag just set; send() then answers 304.

@@ -9,8 +9,10 @@ import { bodyParserError } from "./body.js";
 /** Express's own 4xx errors (a path that cannot be percent-decoded, say) are bad requests. */
 function clientError(error: unknown): ApiError | undefined {
   if (typeof error !== "object" || error === null) return undefined;
-  const status = (error as { status?: unknown; statusCode?: unknown }).status ?? (error as { statusCode?: unknown }).statusCode;
-  if (typeof status === "number" && status >= 400 && status < 500) return apiError("bad_request", "The request's path or query is malformed.");
+  const status =
+    (error as { status?: unknown; statusCode?: unknown }).status ?? (error as { statusCode?: unknown }).statusCode;
+  if (typeof status === "number" && status >= 400 && status < 500)
+    return apiError("bad_request", "The request's path or query is malformed.");
   return undefined;
 }
 
@@ -26,6 +28,8 @@ export function errorHandler(logger: Logger, metrics: RelayMetrics): ErrorReques
     // Every 429 and 503 says when to come back (docs/protocol.md §12).
     const retryAfter = failure.retryAfterSeconds ?? (failure.status === 429 || failure.status === 503 ? 1 : undefined);
     if (retryAfter !== undefined) res.set("Retry-After", String(retryAfter));
-    res.status(failure.status).json({ error: failure.code, message: failure.message, ...(failure.ended ? { ended: failure.ended } : {}) });
+    res
+      .status(failure.status)
+      .json({ error: failure.code, message: failure.message, ...(failure.ended ? { ended: failure.ended } : {}) });
   };
 }

@@ -9,13 +9,18 @@ export interface LandingSettings {
   maxMinutes: number;
 }
 
-const links = (base: string) => [
-  { path: "/v1/api", label: "The recipe", about: "the whole HTTP protocol, step by step, with examples (markdown)" },
-  { path: "/v1/openapi.json", label: "OpenAPI document", about: "every endpoint and schema (OpenAPI 3.1)" },
-  { path: SKILL_PATH, label: "The duet skill", about: "how an agent uses the duet CLI, and the rules it keeps (markdown)" },
-  { path: CLI_PATH, label: "The duet CLI", about: "one file that needs only Node 20" },
-  { path: "/v1/stats", label: "Stats", about: "rooms, pairs, messages and bytes relayed so far (JSON)" },
-].map((link) => ({ ...link, url: `${base}${link.path}` }));
+const links = (base: string) =>
+  [
+    { path: "/v1/api", label: "The recipe", about: "the whole HTTP protocol, step by step, with examples (markdown)" },
+    { path: "/v1/openapi.json", label: "OpenAPI document", about: "every endpoint and schema (OpenAPI 3.1)" },
+    {
+      path: SKILL_PATH,
+      label: "The duet skill",
+      about: "how an agent uses the duet CLI, and the rules it keeps (markdown)",
+    },
+    { path: CLI_PATH, label: "The duet CLI", about: "one file that needs only Node 20" },
+    { path: "/v1/stats", label: "Stats", about: "rooms, pairs, messages and bytes relayed so far (JSON)" },
+  ].map((link) => ({ ...link, url: `${base}${link.path}` }));
 
 const about = ({ idleMinutes, maxMinutes }: LandingSettings) => [
   `duet is a temporary, private relay between exactly two agents: one opens a room and shares its code, the other joins, and they exchange text until one closes it.`,
@@ -28,7 +33,9 @@ export function renderLandingMarkdown(settings: LandingSettings): string {
 
 ${about(settings).join("\n")}
 
-${links(base).map((link) => `- [${link.label}](${link.url}): ${link.about}`).join("\n")}
+${links(base)
+  .map((link) => `- [${link.label}](${link.url}): ${link.about}`)
+  .join("\n")}
 
 Get the CLI and join a room you were given (its join address looks like \`${base}/join/<code>\`):
 
@@ -50,9 +57,13 @@ export function renderLandingHtml(settings: LandingSettings): string {
 <style>${PAGE_STYLE}</style>
 </head><body>
 <h1>duet relay</h1>
-${about(settings).map((line) => `<p>${escapeHtml(line)}</p>`).join("\n")}
+${about(settings)
+  .map((line) => `<p>${escapeHtml(line)}</p>`)
+  .join("\n")}
 <ul>
-${links(base).map((link) => `<li><a href="${link.url}">${escapeHtml(link.label)}</a>: ${escapeHtml(link.about)}</li>`).join("\n")}
+${links(base)
+  .map((link) => `<li><a href="${link.url}">${escapeHtml(link.label)}</a>: ${escapeHtml(link.about)}</li>`)
+  .join("\n")}
 </ul>
 <p>Get the CLI and join a room you were given (its join address looks like <code>${base}/join/&lt;code&gt;</code>):</p>
 <pre><code>curl -fsSO ${base}${CLI_PATH} &amp;&amp; node duet.cjs join &lt;join address&gt;</code></pre>

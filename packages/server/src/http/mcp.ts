@@ -10,7 +10,14 @@
 // SDK's own validation errors, and the JSON Schemas are the ones the OpenAPI document shows.
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { CallToolRequestSchema, ErrorCode as RpcErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  ErrorCode as RpcErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolResult,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
 import { Router, type Request, type RequestHandler } from "express";
 import { z } from "zod";
 import { API_VERSION, ENDPOINTS, ERRORS, OPERATION_IDS, type EndpointSpec, type OperationId } from "@duet/protocol";
@@ -35,7 +42,10 @@ export const MCP_INSTRUCTIONS = [
   "End-to-end encrypted rooms (open with e2e: true): the tools pass duet-e2e:v1 envelopes through unchanged; the relay never sees the key, so encrypting and decrypting is the client's job (the duet CLI does it).",
 ].join("\n");
 
-const TokenArgument = z.string().min(1).describe("Your seat token, from open or join. Secret: never show it or send it.");
+const TokenArgument = z
+  .string()
+  .min(1)
+  .describe("Your seat token, from open or join. Secret: never show it or send it.");
 
 interface ToolEntry {
   id: OperationId;
@@ -47,7 +57,11 @@ interface ToolEntry {
 
 const jsonSchema = (schema: z.ZodType, io: "input" | "output") => {
   // draft-7: what the SDK client's validator (Ajv) reads without extra metaschemas.
-  const { $schema: _ignored, ...json } = z.toJSONSchema(schema, { io, target: "draft-7", unrepresentable: "any" }) as Record<string, unknown>;
+  const { $schema: _ignored, ...json } = z.toJSONSchema(schema, {
+    io,
+    target: "draft-7",
+    unrepresentable: "any",
+  }) as Record<string, unknown>;
   return json;
 };
 
@@ -57,7 +71,10 @@ export const MCP_TOOLS: ToolEntry[] = OPERATION_IDS.flatMap((id) => {
   if (!spec.tool) return [];
   const input = spec.tool.input ?? spec.input?.schema ?? z.strictObject({});
   const withToken = spec.auth === "bearer" ? input.extend({ token: TokenArgument }) : input;
-  const e2eNote = id === "send" || id === "recv" ? " In an end-to-end encrypted room the text is a duet-e2e:v1 envelope, passed through unchanged." : "";
+  const e2eNote =
+    id === "send" || id === "recv"
+      ? " In an end-to-end encrypted room the text is a duet-e2e:v1 envelope, passed through unchanged."
+      : "";
   // The User-Agent policy does not apply to /mcp: forbidden never comes back from a tool.
   const errors = [...new Set(spec.errors)].filter((code) => code !== "forbidden").join(", ");
   const tool: Tool = {
@@ -106,7 +123,8 @@ function allowedHosts(req: Request, bindHost: string, publicUrl?: string): strin
   const port = req.socket.localPort;
   const hosts = new Set<string>();
   if (publicUrl) hosts.add(new URL(publicUrl).host);
-  const local = bindHost === "0.0.0.0" || bindHost === "::" ? [] : [bindHost.includes(":") ? `[${bindHost}]` : bindHost];
+  const local =
+    bindHost === "0.0.0.0" || bindHost === "::" ? [] : [bindHost.includes(":") ? `[${bindHost}]` : bindHost];
   for (const name of [...local, "localhost", "127.0.0.1", "[::1]"]) hosts.add(`${name}:${port}`);
   return [...hosts];
 }
@@ -124,9 +142,19 @@ export function mcpRoutes(deps: McpDeps): Router {
   const { operations, baseUrl, logger, metrics } = deps;
   const router = Router();
 
-  async function callTool(name: string, args: Record<string, unknown>, req: Request, signal: AbortSignal, onWaiting?: (waited: number, total: number) => void): Promise<CallToolResult> {
+  async function callTool(
+    name: string,
+    args: Record<string, unknown>,
+    req: Request,
+    signal: AbortSignal,
+    onWaiting?: (waited: number, total: number) => void,
+  ): Promise<CallToolResult> {
     const entry = TOOLS_BY_NAME.get(name);
-    if (!entry) throw new McpError(RpcErrorCode.InvalidParams, `Unknown tool: ${name}. The tools are ${MCP_TOOLS.map((t) => t.tool.name).join(", ")}.`);
+    if (!entry)
+      throw new McpError(
+        RpcErrorCode.InvalidParams,
+        `Unknown tool: ${name}. The tools are ${MCP_TOOLS.map((t) => t.tool.name).join(", ")}.`,
+      );
     try {
       let tokenHash = "";
       let rest: Record<string, unknown> = args;
@@ -134,7 +162,10 @@ export function mcpRoutes(deps: McpDeps): Router {
       if (entry.spec.auth === "bearer") {
         const { token: given, ...others } = args;
         if (typeof given !== "string" || given === "") {
-          throw apiError("unauthorized", "Missing seat token: pass the token that open or join returned as the token argument.");
+          throw apiError(
+            "unauthorized",
+            "Missing seat token: pass the token that open or join returned as the token argument.",
+          );
         }
         token = given;
         rest = others;
@@ -147,7 +178,10 @@ export function mcpRoutes(deps: McpDeps): Router {
       const run = operations[entry.id] as Operation<OperationId>;
       const result = await run(input as never, { tokenHash, baseUrl: baseUrl(req), signal, onWaiting });
       if (result === undefined) return { isError: true, content: [{ type: "text", text: "Cancelled." }] };
-      return { content: [{ type: "text", text: JSON.stringify(result) }], structuredContent: result as Record<string, unknown> };
+      return {
+        content: [{ type: "text", text: JSON.stringify(result) }],
+        structuredContent: result as Record<string, unknown>,
+      };
     } catch (error) {
       if (error instanceof McpError) throw error;
       let failure = error instanceof ApiError ? error : undefined;
@@ -162,7 +196,10 @@ export function mcpRoutes(deps: McpDeps): Router {
 
   /** A fresh SDK server for one POST: it holds nothing beyond this request. */
   function serverFor(req: Request): McpServer {
-    const mcp = new McpServer({ name: "duet", title: "duet relay", version: API_VERSION }, { capabilities: { tools: {} }, instructions: MCP_INSTRUCTIONS });
+    const mcp = new McpServer(
+      { name: "duet", title: "duet relay", version: API_VERSION },
+      { capabilities: { tools: {} }, instructions: MCP_INSTRUCTIONS },
+    );
     const server = mcp.server;
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: MCP_TOOLS.map((entry) => entry.tool) }));
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
@@ -172,14 +209,18 @@ export function mcpRoutes(deps: McpDeps): Router {
           ? undefined
           : (waited: number, total: number) =>
               void extra
-                .sendNotification({ method: "notifications/progress", params: { progressToken, progress: waited, total, message: "waiting for a message" } })
+                .sendNotification({
+                  method: "notifications/progress",
+                  params: { progressToken, progress: waited, total, message: "waiting for a message" },
+                })
                 .catch(() => undefined);
       return callTool(request.params.name, request.params.arguments ?? {}, req, extra.signal, onWaiting);
     });
     return mcp;
   }
 
-  const roomLimitForTools: RequestHandler = (req, res, next) => (createsRooms(req.body) ? deps.roomLimiter(req, res, next) : next());
+  const roomLimitForTools: RequestHandler = (req, res, next) =>
+    createsRooms(req.body) ? deps.roomLimiter(req, res, next) : next();
 
   router.post(MCP_PATH, deps.publicLimiter, jsonBody, roomLimitForTools, async (req, res, next) => {
     const server = serverFor(req);
@@ -207,7 +248,12 @@ export function mcpRoutes(deps: McpDeps): Router {
   // Stateless: no server-initiated stream (GET) and no session to end (DELETE).
   router.all(MCP_PATH, (_req, res, next) => {
     res.set("Allow", "POST");
-    next(apiError("method_not_allowed", `Use POST ${MCP_PATH}: this MCP endpoint is stateless (no GET stream, no session to DELETE).`));
+    next(
+      apiError(
+        "method_not_allowed",
+        `Use POST ${MCP_PATH}: this MCP endpoint is stateless (no GET stream, no session to DELETE).`,
+      ),
+    );
   });
   return router;
 }

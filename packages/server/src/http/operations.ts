@@ -40,7 +40,10 @@ export interface OperationContext {
 }
 
 /** undefined: the caller went away while waiting, there is nobody to answer. */
-export type Operation<K extends OperationId> = (input: EndpointParsedInput<K>, context: OperationContext) => Promise<EndpointResponse<K> | undefined>;
+export type Operation<K extends OperationId> = (
+  input: EndpointParsedInput<K>,
+  context: OperationContext,
+) => Promise<EndpointResponse<K> | undefined>;
 export type Operations = { [K in OperationId]: Operation<K> };
 
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
@@ -71,7 +74,12 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
     async join({ code }) {
       const grant = await store.joinRoom(code);
       metrics.roomsJoined.inc();
-      const body: JoinResponse = { code: grant.code, seat: grant.seat, token: grant.token, expires_in: seconds(grant.expiresInMs) };
+      const body: JoinResponse = {
+        code: grant.code,
+        seat: grant.seat,
+        token: grant.token,
+        expires_in: seconds(grant.expiresInMs),
+      };
       if (grant.e2e) Object.assign(body, { e2e: true, e2e_note: E2E_NOTE });
       return body;
     },
@@ -79,7 +87,10 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
     async send(input, { tokenHash }) {
       const bytes = Buffer.byteLength(input.text, "utf8");
       if (bytes > MAX_TEXT_BYTES) {
-        throw apiError("too_large", `text is larger than ${MAX_TEXT_BYTES} UTF-8 bytes; split it, or publish it at a URL and send the URL.`);
+        throw apiError(
+          "too_large",
+          `text is larger than ${MAX_TEXT_BYTES} UTF-8 bytes; split it, or publish it at a URL and send the URL.`,
+        );
       }
       const { id, replayed } = await store.sendMessage({
         code: input.code,
@@ -98,7 +109,10 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
 
     async recv(query, { tokenHash, signal, onWaiting }) {
       const waitMs = query.wait ?? MAX_WAIT_MS;
-      const waiting = waitingRecvs.waitForMessages({ code: query.code, tokenHash }, { waitMs, recheckMs: wakeRecheckMs, signal: signal ?? NEVER });
+      const waiting = waitingRecvs.waitForMessages(
+        { code: query.code, tokenHash },
+        { waitMs, recheckMs: wakeRecheckMs, signal: signal ?? NEVER },
+      );
       // Without progress reports, this call's frame is not kept for the wait: the answer is
       // made by a shared function when the wait ends.
       if (!onWaiting) return waiting.then(messagesOf);
@@ -119,7 +133,10 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
 
     async status({ code, wait }, { tokenHash, signal }) {
       // wait > 0 long-polls until the peer's seat is claimed (`duet wait`), like a waiting recv.
-      const status = await waitingRecvs.waitForPeer({ code, tokenHash }, { waitMs: wait ?? 0, recheckMs: wakeRecheckMs, signal: signal ?? NEVER });
+      const status = await waitingRecvs.waitForPeer(
+        { code, tokenHash },
+        { waitMs: wait ?? 0, recheckMs: wakeRecheckMs, signal: signal ?? NEVER },
+      );
       if (!status) return undefined;
       const body: StatusResponse = {
         seat: status.seat,
@@ -142,7 +159,13 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
 
     async stats() {
       const tally = await readTally();
-      return { sessions: tally.sessions, paired: tally.paired, messages: tally.messages, bytes: tally.bytes, rooms_open: tally.roomsOpen };
+      return {
+        sessions: tally.sessions,
+        paired: tally.paired,
+        messages: tally.messages,
+        bytes: tally.bytes,
+        rooms_open: tally.roomsOpen,
+      };
     },
   };
 }

@@ -71,7 +71,10 @@ export class FailOpenRedisRateLimitStore implements Store {
     if (!store) return this.letThrough();
     const counted = Promise.resolve(store.increment(key));
     if (suspended.has(this.client)) {
-      counted.then(() => suspended.delete(this.client), () => undefined);
+      counted.then(
+        () => suspended.delete(this.client),
+        () => undefined,
+      );
       return this.letThrough();
     }
     counted.catch(() => undefined);
@@ -87,11 +90,15 @@ export class FailOpenRedisRateLimitStore implements Store {
   }
 
   async decrement(key: string): Promise<void> {
-    await this.current()?.decrement(key)?.catch(() => undefined);
+    await this.current()
+      ?.decrement(key)
+      ?.catch(() => undefined);
   }
 
   async resetKey(key: string): Promise<void> {
-    await this.current()?.resetKey(key)?.catch(() => undefined);
+    await this.current()
+      ?.resetKey(key)
+      ?.catch(() => undefined);
   }
 }
 
@@ -108,7 +115,10 @@ function buildRedisStore(client: RedisClient, prefix: string): Store {
           : await client.call(name!, ...args)) as RedisReply,
     });
   }
-  return new RedisStore({ prefix, sendCommand: (name: string, ...args: string[]) => client.call(name, ...args) as Promise<RedisReply> });
+  return new RedisStore({
+    prefix,
+    sendCommand: (name: string, ...args: string[]) => client.call(name, ...args) as Promise<RedisReply>,
+  });
 }
 
 export function rateLimiter(settings: RateLimitSettings, store?: Store): RequestHandler {
@@ -126,7 +136,10 @@ export function rateLimiter(settings: RateLimitSettings, store?: Store): Request
     handler: (req, _res, next) => {
       const resetTime = (req as { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime;
       const error = new ApiError("rate_limited");
-      error.retryAfterSeconds = Math.max(1, Math.ceil(((resetTime?.getTime() ?? Date.now() + settings.windowMs) - Date.now()) / 1000));
+      error.retryAfterSeconds = Math.max(
+        1,
+        Math.ceil(((resetTime?.getTime() ?? Date.now() + settings.windowMs) - Date.now()) / 1000),
+      );
       next(error);
     },
   });

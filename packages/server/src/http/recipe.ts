@@ -1,6 +1,15 @@
 // The recipe served at GET /v1/api: the whole protocol for an agent that has never seen
 // duet, with examples that can be pasted as they are.
-import { E2E_OPENSSL_RECIPE, ERRORS, e2eMaxTextBytes, MAX_PENDING_MESSAGES, MAX_TEXT_BYTES, MAX_WAIT_MS, USER_AGENT, type ErrorCode } from "@duet/protocol";
+import {
+  E2E_OPENSSL_RECIPE,
+  ERRORS,
+  e2eMaxTextBytes,
+  MAX_PENDING_MESSAGES,
+  MAX_TEXT_BYTES,
+  MAX_WAIT_MS,
+  USER_AGENT,
+  type ErrorCode,
+} from "@duet/protocol";
 
 export interface RecipeSettings {
   baseUrl: string;
@@ -11,7 +20,8 @@ export interface RecipeSettings {
 }
 
 export function renderRecipe({ baseUrl, idleMinutes, maxMinutes, endingKeepSeconds = 600 }: RecipeSettings): string {
-  const endingKeep = endingKeepSeconds % 60 === 0 ? `${endingKeepSeconds / 60} minutes` : `${endingKeepSeconds} seconds`;
+  const endingKeep =
+    endingKeepSeconds % 60 === 0 ? `${endingKeepSeconds / 60} minutes` : `${endingKeepSeconds} seconds`;
   const errors = (Object.keys(ERRORS) as ErrorCode[])
     .map((code) => `| ${ERRORS[code].status} | \`${code}\` | ${ERRORS[code].message} | ${ERRORS[code].remedy} |`)
     .join("\n");

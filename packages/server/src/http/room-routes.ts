@@ -46,7 +46,9 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
     const handler: RequestHandler = (req, res, next) => {
       // The token first: a call without one is 401 whatever else is wrong with it.
       const tokenHash = spec.auth === "bearer" ? seatTokenHash(req) : "";
-      const input = spec.input ? parseInput(spec.input.schema, spec.input.in === "body" ? req.body : req.query, spec.input.in) : undefined;
+      const input = spec.input
+        ? parseInput(spec.input.schema, spec.input.in === "body" ? req.body : req.query, spec.input.in)
+        : undefined;
       // GETs may wait (recv): 'close' on the response before it finished means the client went
       // away, so free the wait. After a finished answer there is nothing to free, and abort()
       // would only build an AbortError (a DOMException with a stack) per call for nobody.
@@ -79,7 +81,10 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
  * goes on to the usual layers, which answer it as before, 404 and 405 included. Errors go on
  * to the app's error middleware as from any route.
  */
-export function dispatchRoomCalls(routes: ReadonlyMap<string, DispatchableRoute>, before: readonly RequestHandler[]): RequestHandler {
+export function dispatchRoomCalls(
+  routes: ReadonlyMap<string, DispatchableRoute>,
+  before: readonly RequestHandler[],
+): RequestHandler {
   return (req, res, next) => {
     const url = req.url;
     const query = url.indexOf("?");
@@ -97,7 +102,9 @@ export function dispatchRoomCalls(routes: ReadonlyMap<string, DispatchableRoute>
 
 /** Paths of the room endpoints (User-Agent policy applies), with their one allowed method. */
 export const ROOM_ENDPOINTS: Record<string, "GET" | "POST"> = {
-  ...Object.fromEntries(OPERATION_IDS.filter((id) => ENDPOINTS[id].room).map((id) => [ENDPOINTS[id].path, ENDPOINTS[id].method])),
+  ...Object.fromEntries(
+    OPERATION_IDS.filter((id) => ENDPOINTS[id].room).map((id) => [ENDPOINTS[id].path, ENDPOINTS[id].method]),
+  ),
   // The push stream (stream-route.ts): a room call outside the table (it answers no JSON).
   "/v1/stream": "GET",
 };

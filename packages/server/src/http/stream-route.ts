@@ -14,13 +14,16 @@ import { parseInput } from "./validate.js";
 class SseSink implements StreamSink {
   constructor(private readonly res: Response) {}
   message(m: Message): void {
-    this.res.write(`id: ${m.id}\nevent: message\ndata: ${JSON.stringify({ id: m.id, from: m.from, text: m.text })}\n\n`);
+    this.res.write(
+      `id: ${m.id}\nevent: message\ndata: ${JSON.stringify({ id: m.id, from: m.from, text: m.text })}\n\n`,
+    );
   }
   heartbeat(): void {
     this.res.write(": hb\n\n");
   }
   end(reason: StreamEndReason, ended?: RoomEnding): void {
-    if (!this.res.writableEnded) this.res.end(`event: end\ndata: ${JSON.stringify(ended ? { reason, ended } : { reason })}\n\n`);
+    if (!this.res.writableEnded)
+      this.res.end(`event: end\ndata: ${JSON.stringify(ended ? { reason, ended } : { reason })}\n\n`);
   }
 }
 
@@ -34,7 +37,8 @@ class NdjsonSink implements StreamSink {
     this.res.write(" ");
   }
   end(reason: StreamEndReason, ended?: RoomEnding): void {
-    if (!this.res.writableEnded) this.res.end(`${JSON.stringify(ended ? { event: "end", reason, ended } : { event: "end", reason })}\n`);
+    if (!this.res.writableEnded)
+      this.res.end(`${JSON.stringify(ended ? { event: "end", reason, ended } : { event: "end", reason })}\n`);
   }
 }
 

@@ -5,14 +5,32 @@ import { apiError } from "../errors.js";
 
 /** Product tokens of generic HTTP libraries and tools, matched anywhere, case-insensitively. */
 export const LIBRARY_USER_AGENTS = [
-  "curl", "wget", "python-requests", "python-urllib", "aiohttp", "httpx", "axios", "node-fetch",
-  "undici", "node", "got", "go-http-client", "okhttp", "java", "apache-httpclient", "libwww-perl",
-  "postmanruntime", "insomnia",
+  "curl",
+  "wget",
+  "python-requests",
+  "python-urllib",
+  "aiohttp",
+  "httpx",
+  "axios",
+  "node-fetch",
+  "undici",
+  "node",
+  "got",
+  "go-http-client",
+  "okhttp",
+  "java",
+  "apache-httpclient",
+  "libwww-perl",
+  "postmanruntime",
+  "insomnia",
 ];
 
 // A token counts anywhere in the value as a whole word ("python-httpx/0.27" is httpx,
 // "Python/3.11 aiohttp/3.9" is aiohttp) but not inside a longer word ("nodejs", "gotham").
-const LIBRARY_PATTERN = new RegExp(`(?:^|[^a-z0-9])(?:${LIBRARY_USER_AGENTS.map((t) => t.replace(/-/g, "\\-")).join("|")})(?:$|[^a-z0-9])`, "i");
+const LIBRARY_PATTERN = new RegExp(
+  `(?:^|[^a-z0-9])(?:${LIBRARY_USER_AGENTS.map((t) => t.replace(/-/g, "\\-")).join("|")})(?:$|[^a-z0-9])`,
+  "i",
+);
 
 export type UserAgentPolicy = "denylist" | "off" | "strict";
 

@@ -2,7 +2,11 @@
 import type { z } from "zod";
 import { apiError } from "../errors.js";
 
-export function parseInput<S extends z.ZodType>(schema: S, input: unknown, where: "body" | "query" | "arguments"): z.output<S> {
+export function parseInput<S extends z.ZodType>(
+  schema: S,
+  input: unknown,
+  where: "body" | "query" | "arguments",
+): z.output<S> {
   const result = schema.safeParse(input ?? {});
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;

@@ -75,7 +75,11 @@ export class RedisWakeupBus implements WakeupBus {
     const channel = this.channelOf(code);
     let subscription = this.subscriptions.get(channel);
     if (!subscription) {
-      const created: Subscription = { listeners: new Set(), confirmed: this.subscriber.ssubscribe(channel), live: false };
+      const created: Subscription = {
+        listeners: new Set(),
+        confirmed: this.subscriber.ssubscribe(channel),
+        live: false,
+      };
       created.confirmed.then(
         () => (created.live = true),
         () => undefined,
@@ -139,12 +143,15 @@ export class RedisWakeupBus implements WakeupBus {
   private async afterResubscribe(): Promise<void> {
     if (this.subscriber instanceof Redis) {
       const subscriber = this.subscriber;
-      await Promise.all([...this.subscriptions.keys()].map((channel) => subscriber.ssubscribe(channel).catch(() => undefined)));
+      await Promise.all(
+        [...this.subscriptions.keys()].map((channel) => subscriber.ssubscribe(channel).catch(() => undefined)),
+      );
       await subscriber.ping().catch(() => undefined);
     } else await delay(500);
   }
 
   private resyncAll(): void {
-    for (const subscription of this.subscriptions.values()) for (const listener of [...subscription.listeners]) listener("resync");
+    for (const subscription of this.subscriptions.values())
+      for (const listener of [...subscription.listeners]) listener("resync");
   }
 }

@@ -116,7 +116,8 @@ export class Waiter {
   constructor(public concern?: WakeEvent) {}
 
   onEvent = (event: WakeEvent): void => {
-    if (event === "closed" || event === "resync" || this.concern === undefined || event === this.concern) this.fire("wake");
+    if (event === "closed" || event === "resync" || this.concern === undefined || event === this.concern)
+      this.fire("wake");
   };
 
   /** Listener for a GoneSignal: the client went away. */
@@ -227,7 +228,8 @@ export class WaitingRecvs {
     const mayWait = options.waitMs > 0 && !this.draining;
     // Wake-ups for this room already reach this node (another waiter, or a recent one):
     // listen first, and one read covers everything.
-    if (mayWait && this.store.wakeups.isListening(seat.code)) return this.listenAndWait(seat, deadline, options, poll, new Waiter(concern));
+    if (mayWait && this.store.wakeups.isListening(seat.code))
+      return this.listenAndWait(seat, deadline, options, poll, new Waiter(concern));
     // Otherwise a call that is answered at once costs one script call and no subscription.
     const first = await poll.read(this.store, seat, true);
     if (poll.ready(first) || !mayWait) return first;

@@ -17,7 +17,11 @@ forEachTarget((target) => {
       const room = await client.pairedRoom();
       expectError(await client.call("GET", "/v1/status", { query: { code: room.code } }), 401, "unauthorized");
       for (const header of ["Basic abc", "Bearer", "Bearer ", `Token ${room.a}`]) {
-        expectError(await client.call("GET", "/v1/status", { query: { code: room.code }, headers: { authorization: header } }), 401, "unauthorized");
+        expectError(
+          await client.call("GET", "/v1/status", { query: { code: room.code }, headers: { authorization: header } }),
+          401,
+          "unauthorized",
+        );
       }
     });
 
@@ -25,7 +29,10 @@ forEachTarget((target) => {
       const { client } = target();
       const room = await client.pairedRoom();
       for (const scheme of ["bearer", "BEARER", "Bearer"]) {
-        const reply = await client.call("GET", "/v1/status", { query: { code: room.code }, headers: { authorization: `${scheme} ${room.a}` } });
+        const reply = await client.call("GET", "/v1/status", {
+          query: { code: room.code },
+          headers: { authorization: `${scheme} ${room.a}` },
+        });
         expect(reply.status).toBe(200);
       }
     });
@@ -51,9 +58,27 @@ forEachTarget((target) => {
   });
 
   describe("User-Agent policy (room endpoints)", () => {
-    const refused = ["", "curl/8.5.0", "Wget/1.21", "python-requests/2.31", "Python-urllib/3.11", "Python/3.11 aiohttp/3.9", "python-httpx/0.27",
-      "axios/1.6.0", "node-fetch/1.0", "undici", "node", "got (https://github.com/sindresorhus/got)", "Go-http-client/1.1", "okhttp/4.12",
-      "Java/17.0.2", "Apache-HttpClient/5.2", "libwww-perl/6.7", "PostmanRuntime/7.36", "insomnia/8.0"];
+    const refused = [
+      "",
+      "curl/8.5.0",
+      "Wget/1.21",
+      "python-requests/2.31",
+      "Python-urllib/3.11",
+      "Python/3.11 aiohttp/3.9",
+      "python-httpx/0.27",
+      "axios/1.6.0",
+      "node-fetch/1.0",
+      "undici",
+      "node",
+      "got (https://github.com/sindresorhus/got)",
+      "Go-http-client/1.1",
+      "okhttp/4.12",
+      "Java/17.0.2",
+      "Apache-HttpClient/5.2",
+      "libwww-perl/6.7",
+      "PostmanRuntime/7.36",
+      "insomnia/8.0",
+    ];
 
     it.each(refused)("refuses %j with 403 forbidden", async (userAgent) => {
       const reply = await target().client.call("POST", "/v1/open", { body: {}, headers: { "user-agent": userAgent } });
@@ -62,7 +87,9 @@ forEachTarget((target) => {
 
     it("accepts duet/<version> in any case and other agents' own names", async () => {
       for (const userAgent of ["duet/0.1", "DUET/0.2", "my-agent/1.0", "Mozilla/5.0 (X11; Linux x86_64)"]) {
-        expect((await target().client.call("POST", "/v1/open", { body: {}, headers: { "user-agent": userAgent } })).status).toBe(200);
+        expect(
+          (await target().client.call("POST", "/v1/open", { body: {}, headers: { "user-agent": userAgent } })).status,
+        ).toBe(200);
       }
     });
 
@@ -79,22 +106,54 @@ forEachTarget((target) => {
     it("malformed JSON is 400 bad_request", async () => {
       const { client } = target();
       for (const raw of ["{", "{'code': 1}", "nul", '{"code": "a",}']) {
-        expectError(await client.call("POST", "/v1/join", { rawBody: raw, headers: { "content-type": "application/json" } }), 400, "bad_request");
+        expectError(
+          await client.call("POST", "/v1/join", { rawBody: raw, headers: { "content-type": "application/json" } }),
+          400,
+          "bad_request",
+        );
       }
     });
 
     it("a body that is not an object, or fields of the wrong type, is 400 bad_request", async () => {
       const { client } = target();
       const room = await client.pairedRoom();
-      for (const body of [[], "text", 42, null]) expectError(await client.call("POST", "/v1/join", { body }), 400, "bad_request");
+      for (const body of [[], "text", 42, null])
+        expectError(await client.call("POST", "/v1/join", { body }), 400, "bad_request");
       expectError(await client.call("POST", "/v1/join", { body: { code: 12 } }), 400, "bad_request");
       expectError(await client.call("POST", "/v1/join", { body: {} }), 400, "bad_request");
-      expectError(await client.call("POST", "/v1/send", { body: { code: room.code, text: 5 }, token: room.a }), 400, "bad_request");
-      expectError(await client.call("POST", "/v1/send", { body: { code: room.code }, token: room.a }), 400, "bad_request");
-      expectError(await client.call("POST", "/v1/ack", { body: { code: room.code, ids: "1" }, token: room.a }), 400, "bad_request");
-      expectError(await client.call("POST", "/v1/ack", { body: { code: room.code, ids: [1] }, token: room.a }), 400, "bad_request");
-      expectError(await client.call("POST", "/v1/close", { body: { code: room.code, force: "yes" }, token: room.a }), 400, "bad_request");
-      expectError(await client.call("POST", "/v1/send", { body: { code: room.code, text: "x", idempotencyKey: "k" }, token: room.a }), 400, "bad_request");
+      expectError(
+        await client.call("POST", "/v1/send", { body: { code: room.code, text: 5 }, token: room.a }),
+        400,
+        "bad_request",
+      );
+      expectError(
+        await client.call("POST", "/v1/send", { body: { code: room.code }, token: room.a }),
+        400,
+        "bad_request",
+      );
+      expectError(
+        await client.call("POST", "/v1/ack", { body: { code: room.code, ids: "1" }, token: room.a }),
+        400,
+        "bad_request",
+      );
+      expectError(
+        await client.call("POST", "/v1/ack", { body: { code: room.code, ids: [1] }, token: room.a }),
+        400,
+        "bad_request",
+      );
+      expectError(
+        await client.call("POST", "/v1/close", { body: { code: room.code, force: "yes" }, token: room.a }),
+        400,
+        "bad_request",
+      );
+      expectError(
+        await client.call("POST", "/v1/send", {
+          body: { code: room.code, text: "x", idempotencyKey: "k" },
+          token: room.a,
+        }),
+        400,
+        "bad_request",
+      );
     });
 
     it("parses JSON whatever the Content-Type says", async () => {
@@ -106,8 +165,20 @@ forEachTarget((target) => {
     it("invalid UTF-8 is 400 bad_request, never silently replaced", async () => {
       const { client } = target();
       const room = await client.pairedRoom();
-      const raw = Buffer.concat([Buffer.from(`{"code":"${room.code}","text":"bad `), Buffer.from([0xff, 0xfe]), Buffer.from(`"}`)]);
-      expectError(await client.call("POST", "/v1/send", { rawBody: raw, token: room.a, headers: { "content-type": "application/json" } }), 400, "bad_request");
+      const raw = Buffer.concat([
+        Buffer.from(`{"code":"${room.code}","text":"bad `),
+        Buffer.from([0xff, 0xfe]),
+        Buffer.from(`"}`),
+      ]);
+      expectError(
+        await client.call("POST", "/v1/send", {
+          rawBody: raw,
+          token: room.a,
+          headers: { "content-type": "application/json" },
+        }),
+        400,
+        "bad_request",
+      );
       expect((await client.recv(room.code, room.b, 0)).body.messages).toEqual([]);
     });
 
@@ -115,14 +186,30 @@ forEachTarget((target) => {
       const { client } = target();
       const room = await client.pairedRoom();
       const raw = `{"code":"${room.code}","text":"half \\ud800 a pair"}`;
-      expectError(await client.call("POST", "/v1/send", { rawBody: raw, token: room.a, headers: { "content-type": "application/json" } }), 400, "bad_request");
+      expectError(
+        await client.call("POST", "/v1/send", {
+          rawBody: raw,
+          token: room.a,
+          headers: { "content-type": "application/json" },
+        }),
+        400,
+        "bad_request",
+      );
     });
 
     it(`a body over ${MAX_BODY_BYTES} bytes is 400 too_large`, async () => {
       const { client } = target();
       const room = await client.pairedRoom();
       const raw = `{"code":"${room.code}","text":"${"x".repeat(MAX_BODY_BYTES)}"}`;
-      expectError(await client.call("POST", "/v1/send", { rawBody: raw, token: room.a, headers: { "content-type": "application/json" } }), 400, "too_large");
+      expectError(
+        await client.call("POST", "/v1/send", {
+          rawBody: raw,
+          token: room.a,
+          headers: { "content-type": "application/json" },
+        }),
+        400,
+        "too_large",
+      );
     });
   });
 
@@ -131,17 +218,37 @@ forEachTarget((target) => {
       const { client } = target();
       const room = await client.pairedRoom();
       for (const wait of ["-1", "25001", "1.5", "abc", "", "1e3"]) {
-        expectError(await client.call("GET", "/v1/recv", { query: { code: room.code, wait }, token: room.a }), 400, "bad_request");
+        expectError(
+          await client.call("GET", "/v1/recv", { query: { code: room.code, wait }, token: room.a }),
+          400,
+          "bad_request",
+        );
       }
-      expect((await client.call("GET", "/v1/recv", { query: { code: room.code, wait: "25000" }, token: room.a, signal: AbortSignal.timeout(200) }).catch((e) => e.name))).toBe("TimeoutError");
+      expect(
+        await client
+          .call("GET", "/v1/recv", {
+            query: { code: room.code, wait: "25000" },
+            token: room.a,
+            signal: AbortSignal.timeout(200),
+          })
+          .catch((e) => e.name),
+      ).toBe("TimeoutError");
     });
 
     it("a missing or malformed code is 400 bad_request; a repeated parameter too", async () => {
       const { client } = target();
       const room = await client.pairedRoom();
       expectError(await client.call("GET", "/v1/status", { token: room.a }), 400, "bad_request");
-      expectError(await client.call("GET", "/v1/status", { query: { code: "nope" }, token: room.a }), 400, "bad_request");
-      expectError(await client.call("GET", `/v1/recv?code=${room.code}&wait=1&wait=2`, { token: room.a }), 400, "bad_request");
+      expectError(
+        await client.call("GET", "/v1/status", { query: { code: "nope" }, token: room.a }),
+        400,
+        "bad_request",
+      );
+      expectError(
+        await client.call("GET", `/v1/recv?code=${room.code}&wait=1&wait=2`, { token: room.a }),
+        400,
+        "bad_request",
+      );
     });
   });
 
@@ -161,7 +268,11 @@ forEachTarget((target) => {
     it("every operation of the endpoint table answers another method with 405 and its one method in Allow", async () => {
       for (const id of OPERATION_IDS) {
         const { method, path } = ENDPOINTS[id];
-        const reply = await target().client.call(method === "GET" ? "POST" : "GET", path, method === "GET" ? { body: {} } : {});
+        const reply = await target().client.call(
+          method === "GET" ? "POST" : "GET",
+          path,
+          method === "GET" ? { body: {} } : {},
+        );
         expectError(reply, 405, "method_not_allowed");
         expect(reply.headers.get("allow")).toBe(method === "GET" ? "GET, HEAD" : "POST");
       }

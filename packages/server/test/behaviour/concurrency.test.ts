@@ -6,7 +6,9 @@ forEachTarget((target) => {
   it("50 simultaneous sends into an empty room accept exactly 8 and refuse 42 with mailbox_full", async () => {
     const { client } = target();
     const room = await client.pairedRoom();
-    const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => client.send(room.code, i % 2 ? room.a : room.b, `race ${i}`)));
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => client.send(room.code, i % 2 ? room.a : room.b, `race ${i}`)),
+    );
     expect(replies.filter((r) => r.status === 200)).toHaveLength(8);
     expect(replies.filter((r) => r.status === 429 && r.body.error === "mailbox_full")).toHaveLength(42);
     const pending = (await client.status(room.code, room.a)).body;
@@ -26,7 +28,9 @@ forEachTarget((target) => {
   it("the same idempotency key sent 20 times at once stores one message", async () => {
     const { client } = target();
     const room = await client.pairedRoom();
-    const replies = await Promise.all(Array.from({ length: 20 }, () => client.send(room.code, room.a, "once", "same-key")));
+    const replies = await Promise.all(
+      Array.from({ length: 20 }, () => client.send(room.code, room.a, "once", "same-key")),
+    );
     expect(new Set(replies.map((r) => r.body.id)).size).toBe(1);
     expect((await client.recv(room.code, room.b, 0)).body.messages).toHaveLength(1);
   });

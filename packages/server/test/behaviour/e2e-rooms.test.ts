@@ -16,7 +16,13 @@ forEachTarget((target) => {
     expect(opened.status).toBe(200);
     const joined = await client.join(opened.body.code);
     expect(joined.status).toBe(200);
-    return { code: opened.body.code, a: opened.body.token, b: joined.body.token, opened: opened.body, joined: joined.body };
+    return {
+      code: opened.body.code,
+      a: opened.body.token,
+      b: joined.body.token,
+      opened: opened.body,
+      joined: joined.body,
+    };
   }
 
   describe("end-to-end encrypted rooms", () => {
@@ -27,9 +33,16 @@ forEachTarget((target) => {
       // The relay has no key, so its own join address and share block carry none.
       expect(room.opened.join_url).not.toContain("#");
       expect(room.opened.share).not.toContain("#k=");
-      expect(room.joined).toMatchObject({ seat: "b", e2e: true, e2e_note: expect.stringMatching(/end-to-end encrypted.*k= value after #/) });
+      expect(room.joined).toMatchObject({
+        seat: "b",
+        e2e: true,
+        e2e_note: expect.stringMatching(/end-to-end encrypted.*k= value after #/),
+      });
       for (const token of [room.a, room.b]) {
-        expect((await client.status(room.code, token)).body).toMatchObject({ e2e: true, e2e_note: expect.stringContaining("end-to-end encrypted") });
+        expect((await client.status(room.code, token)).body).toMatchObject({
+          e2e: true,
+          e2e_note: expect.stringContaining("end-to-end encrypted"),
+        });
       }
     });
 
@@ -63,16 +76,23 @@ forEachTarget((target) => {
       for (const text of notEnvelopes) {
         const refused = await client.send(room.code, room.a, text, "same-key");
         expect(refused.status).toBe(400);
-        expect(refused.body).toEqual({ error: "e2e_required", message: expect.stringMatching(/end-to-end encrypted.*envelope/) });
+        expect(refused.body).toEqual({
+          error: "e2e_required",
+          message: expect.stringMatching(/end-to-end encrypted.*envelope/),
+        });
       }
       expect((await client.recv(room.code, room.b)).body.messages).toEqual([]);
       // A refused send leaves no record: its key works for the envelope.
       const sent = await client.send(room.code, room.a, good, "same-key");
       expect(sent.status).toBe(200);
-      expect((await client.recv(room.code, room.b)).body.messages).toEqual([{ id: sent.body.id, from: "a", text: good }]);
+      expect((await client.recv(room.code, room.b)).body.messages).toEqual([
+        { id: sent.body.id, from: "a", text: good },
+      ]);
       const back = envelope(3);
       expect((await client.send(room.code, room.b, back)).status).toBe(200);
-      expect((await client.recv(room.code, room.a)).body.messages).toEqual([{ id: expect.any(String), from: "b", text: back }]);
+      expect((await client.recv(room.code, room.a)).body.messages).toEqual([
+        { id: expect.any(String), from: "b", text: back },
+      ]);
     });
 
     it("a plain room accepts envelope-shaped and plain text alike", async () => {

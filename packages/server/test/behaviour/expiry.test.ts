@@ -12,7 +12,11 @@ describe("idle timeout", () => {
         const room = await client.pairedRoom();
         expect(room.opened.expires_in).toBe(2);
         await sleep(2300);
-        for (const reply of [await client.status(room.code, room.a), await client.send(room.code, room.b, "late"), await client.join(room.code)]) {
+        for (const reply of [
+          await client.status(room.code, room.a),
+          await client.send(room.code, room.b, "late"),
+          await client.join(room.code),
+        ]) {
           expect(reply.status).toBe(404);
           expect(reply.body.error).toBe("not_found");
         }
@@ -68,7 +72,10 @@ describe("tally of expired rooms", () => {
     (target) => {
       it("an expired room leaves rooms_open and counts in duet_store_rooms_expired", async () => {
         const { client } = target();
-        const metric = async (name: string) => Number(new RegExp(`^${name} (\\d+)`, "m").exec((await client.call("GET", "/metrics", { node: 0 })).text)?.[1]);
+        const metric = async (name: string) =>
+          Number(
+            new RegExp(`^${name} (\\d+)`, "m").exec((await client.call("GET", "/metrics", { node: 0 })).text)?.[1],
+          );
         const openBefore = (await client.stats()).body.rooms_open;
         const expiredBefore = await metric("duet_store_rooms_expired");
         await client.pairedRoom();

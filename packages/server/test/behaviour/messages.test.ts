@@ -9,7 +9,8 @@ forEachTarget((target) => {
       const { client } = target();
       const room = await client.pairedRoom();
       const ids: string[] = [];
-      for (const text of ["first", "second ✓", "third 🎉"]) ids.push((await client.send(room.code, room.a, text)).body.id);
+      for (const text of ["first", "second ✓", "third 🎉"])
+        ids.push((await client.send(room.code, room.a, text)).body.id);
       expect(new Set(ids).size).toBe(3);
       const received = await client.recv(room.code, room.b, 0);
       expect(received.status).toBe(200);
@@ -44,7 +45,9 @@ forEachTarget((target) => {
       const sent = await client.send(opened.code, opened.token, "early");
       expect(sent.status).toBe(200);
       const joined = (await client.join(opened.code)).body;
-      expect((await client.recv(opened.code, joined.token, 0)).body.messages).toEqual([{ id: sent.body.id, from: "a", text: "early" }]);
+      expect((await client.recv(opened.code, joined.token, 0)).body.messages).toEqual([
+        { id: sent.body.id, from: "a", text: "early" },
+      ]);
     });
 
     it("recv does not consume: the same messages come back until acked", async () => {
@@ -135,7 +138,9 @@ forEachTarget((target) => {
       const fromA = await client.send(room.code, room.a, "same", "shared-key");
       const fromB = await client.send(room.code, room.b, "same", "shared-key");
       expect(fromB.status).toBe(200);
-      expect((await client.recv(room.code, room.a, 0)).body.messages).toEqual([{ id: fromB.body.id, from: "b", text: "same" }]);
+      expect((await client.recv(room.code, room.a, 0)).body.messages).toEqual([
+        { id: fromB.body.id, from: "b", text: "same" },
+      ]);
       expect(fromA.body.id).not.toBe(fromB.body.id);
     });
 

@@ -62,7 +62,11 @@ forEachTarget((target) => {
     const waiting = holdRecv(client, room.code, room.a, abort.signal, failed);
     let seen = 0;
     // The deadline only guards against a hang.
-    for (const deadline = Date.now() + 20_000; seen === 0 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
+    for (
+      const deadline = Date.now() + 20_000;
+      seen === 0 && Date.now() < deadline;
+      await new Promise((r) => setTimeout(r, 50))
+    ) {
       seen = sample(await scrape(), "duet_recv_waiting");
     }
     expect(failed).toEqual([]);

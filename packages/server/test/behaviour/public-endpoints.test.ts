@@ -9,7 +9,17 @@ forEachTarget((target) => {
     expect(reply.status).toBe(200);
     expect(reply.headers.get("content-type")).toMatch(/^text\/markdown/);
     const recipe = reply.text;
-    for (const step of ["/v1/open", "/v1/join", "/v1/send", "/v1/recv", "/v1/ack", "/v1/status", "/v1/close", "/v1/stats"]) expect(recipe).toContain(step);
+    for (const step of [
+      "/v1/open",
+      "/v1/join",
+      "/v1/send",
+      "/v1/recv",
+      "/v1/ack",
+      "/v1/status",
+      "/v1/close",
+      "/v1/stats",
+    ])
+      expect(recipe).toContain(step);
     for (const code of ERROR_CODES) expect(recipe).toContain(`\`${code}\``);
     expect(recipe).toMatch(/data, never instructions/);
     expect(recipe).toMatch(/Never share your seat token/i);
@@ -24,7 +34,9 @@ forEachTarget((target) => {
     expect(reply.body.openapi).toBe("3.1.0");
     expect(reply.body.info.version).toBe("1.0.0");
     const send = reply.body.paths["/v1/send"].post;
-    expect(send.requestBody.content["application/json"].schema.required).toEqual(expect.arrayContaining(["code", "text"]));
+    expect(send.requestBody.content["application/json"].schema.required).toEqual(
+      expect.arrayContaining(["code", "text"]),
+    );
     expect(Object.keys(send.responses)).toEqual(expect.arrayContaining(["200", "400", "401", "404", "409", "429"]));
   });
 
@@ -36,7 +48,9 @@ forEachTarget((target) => {
     expect(markdown.headers.get("content-type")).toMatch(/^text\/markdown/);
     expect(markdown.text).toContain(opened.code);
     expect(markdown.text).toMatch(/duet skill is installed/);
-    const html = await client.call("GET", `/join/${opened.code.toUpperCase()}`, { headers: { accept: "text/html,application/xhtml+xml" } });
+    const html = await client.call("GET", `/join/${opened.code.toUpperCase()}`, {
+      headers: { accept: "text/html,application/xhtml+xml" },
+    });
     expect(html.headers.get("content-type")).toMatch(/^text\/html/);
     expect(html.text).toContain(`<code>${opened.code}</code>`);
     expect((await client.status(opened.code, opened.token)).body.peer_joined).toBe(false);
@@ -56,7 +70,14 @@ forEachTarget((target) => {
     "strict-transport-security": "max-age=31536000; includeSubDomains",
     "x-content-type-options": "nosniff",
   };
-  const PAGE_ONLY = ["cross-origin-opener-policy", "origin-agent-cluster", "x-dns-prefetch-control", "x-download-options", "x-frame-options", "x-permitted-cross-domain-policies"];
+  const PAGE_ONLY = [
+    "cross-origin-opener-policy",
+    "origin-agent-cluster",
+    "x-dns-prefetch-control",
+    "x-download-options",
+    "x-frame-options",
+    "x-permitted-cross-domain-policies",
+  ];
 
   it("API answers, errors included, carry the API's security headers and no X-Powered-By", async () => {
     const { client } = target();
@@ -69,7 +90,8 @@ forEachTarget((target) => {
     ];
     expect(replies.map((r) => r.status)).toEqual([200, 401, 200, 200]);
     for (const reply of replies) {
-      for (const [name, value] of Object.entries(API_SET)) expect([name, reply.headers.get(name)]).toEqual([name, value]);
+      for (const [name, value] of Object.entries(API_SET))
+        expect([name, reply.headers.get(name)]).toEqual([name, value]);
       for (const name of PAGE_ONLY) expect([name, reply.headers.get(name)]).toEqual([name, null]);
       expect(reply.headers.get("x-powered-by")).toBeNull();
     }

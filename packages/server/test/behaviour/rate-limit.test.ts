@@ -25,7 +25,9 @@ forEachTarget(
       }
       expect(limited?.body.error).toBe("rate_limited");
       await new Promise((r) => setTimeout(r, Number(limited!.headers.get("retry-after")) * 1000 + 200));
-      expect((await client.call("GET", "/v1/status", { query: { code: "zzzz-zzzz-zzzz" }, token: "t" })).status).toBe(404);
+      expect((await client.call("GET", "/v1/status", { query: { code: "zzzz-zzzz-zzzz" }, token: "t" })).status).toBe(
+        404,
+      );
     });
   },
   { env: { RATE_LIMIT_ROOMS: "3", RATE_LIMIT_REQUESTS: "20", RATE_LIMIT_WINDOW_SECONDS: "2" } },

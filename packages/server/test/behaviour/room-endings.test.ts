@@ -46,7 +46,8 @@ describe("how a room ended", () => {
       const before = Date.now();
       expect((await client.close(room.code, room.a)).status).toBe(200);
       for (const token of [room.a, room.b]) {
-        for (const reply of await Promise.all(everyCall(target(), room.code, token))) expectEnded(reply, { reason: "closed", by: "a" });
+        for (const reply of await Promise.all(everyCall(target(), room.code, token)))
+          expectEnded(reply, { reason: "closed", by: "a" });
       }
       const ended = (await client.status(room.code, room.b)).body;
       // The relay's clock and this one agree to well within a minute.
@@ -73,7 +74,11 @@ describe("how a room ended", () => {
       await client.send(room.code, room.b, "three");
       expect((await client.close(room.code, room.b)).status).toBe(409);
       expect((await client.close(room.code, room.b, true)).status).toBe(200);
-      expectEnded(await client.status(room.code, room.b), { reason: "force_closed", by: "b", abandoned: { in: 2, out: 1 } });
+      expectEnded(await client.status(room.code, room.b), {
+        reason: "force_closed",
+        by: "b",
+        abandoned: { in: 2, out: 1 },
+      });
       const seenByA = await client.recv(room.code, room.a, 0);
       expectEnded(seenByA, { reason: "force_closed", by: "b", abandoned: { in: 1, out: 2 } });
       expect(seenByA.body.message).toContain("your peer (seat b) closed it with force");
@@ -100,7 +105,12 @@ describe("how a room ended", () => {
       expect(recipe).toContain("For 10 minutes after a room ends");
       expect(recipe).toContain("status?code=k7dq-3mxa-9z2f&wait=");
       const openapi = (await client.call("GET", "/v1/openapi.json")).body;
-      expect(openapi.components.schemas.Error.properties.ended.properties.reason.enum).toEqual(["closed", "force_closed", "idle_timeout", "hard_cap"]);
+      expect(openapi.components.schemas.Error.properties.ended.properties.reason.enum).toEqual([
+        "closed",
+        "force_closed",
+        "idle_timeout",
+        "hard_cap",
+      ]);
       expect(openapi.paths["/v1/status"].get.parameters.map((p: { name: string }) => p.name)).toEqual(["code", "wait"]);
       expect(openapi.paths["/v1/recv"].get.responses["404"].description).toContain("`ended`");
     });
@@ -130,7 +140,8 @@ describe("how a room ended: expiry", () => {
           const room = await client.pairedRoom();
           await sleep(2300);
           for (const token of [room.a, room.b]) {
-            for (const reply of await Promise.all(everyCall(target(), room.code, token))) expectEnded(reply, { reason: "idle_timeout" });
+            for (const reply of await Promise.all(everyCall(target(), room.code, token)))
+              expectEnded(reply, { reason: "idle_timeout" });
           }
           expectBare404(await client.status(room.code, randomBytes(32).toString("base64url")));
         });
@@ -152,7 +163,11 @@ describe("how a room ended: expiry", () => {
           const { client } = target();
           const room = await client.pairedRoom();
           let reply = await client.status(room.code, room.a);
-          for (const deadline = Date.now() + 6000; reply.status === 200 && Date.now() < deadline; reply = await client.status(room.code, room.a)) {
+          for (
+            const deadline = Date.now() + 6000;
+            reply.status === 200 && Date.now() < deadline;
+            reply = await client.status(room.code, room.a)
+          ) {
             await sleep(200);
           }
           expectEnded(reply, { reason: "hard_cap" });
@@ -203,7 +218,11 @@ describe("waiting status (GET /v1/status?wait=)", () => {
     it("answers when the peer joins, even through another node", async () => {
       const { client } = target();
       const opened = (await client.open()).body;
-      const waiting = client.call("GET", "/v1/status", { query: { code: opened.code, wait: 20_000 }, token: opened.token, node: 0 });
+      const waiting = client.call("GET", "/v1/status", {
+        query: { code: opened.code, wait: 20_000 },
+        token: opened.token,
+        node: 0,
+      });
       await sleep(300);
       expect((await client.join(opened.code, { node: 1 })).status).toBe(200);
       // Had the join not woken it, the wait would have run out with peer_joined false.
@@ -224,7 +243,10 @@ describe("waiting status (GET /v1/status?wait=)", () => {
     it("answers peer_joined false when the wait runs out", async () => {
       const { client } = target();
       const opened = (await client.open()).body;
-      const reply = await client.call("GET", "/v1/status", { query: { code: opened.code, wait: 300 }, token: opened.token });
+      const reply = await client.call("GET", "/v1/status", {
+        query: { code: opened.code, wait: 300 },
+        token: opened.token,
+      });
       expect(reply.status).toBe(200);
       expect(reply.body).toMatchObject({ members: ["a"], peer_joined: false });
     });
@@ -232,7 +254,11 @@ describe("waiting status (GET /v1/status?wait=)", () => {
     it("a waiting status gets the reason when the room is closed", async () => {
       const { client } = target();
       const opened = (await client.open()).body;
-      const waiting = client.call("GET", "/v1/status", { query: { code: opened.code, wait: 20_000 }, token: opened.token, node: 0 });
+      const waiting = client.call("GET", "/v1/status", {
+        query: { code: opened.code, wait: 20_000 },
+        token: opened.token,
+        node: 0,
+      });
       await sleep(300);
       expect((await client.close(opened.code, opened.token, false, { node: 1 })).status).toBe(200);
       expectEnded(await waiting, { reason: "closed", by: "a" });

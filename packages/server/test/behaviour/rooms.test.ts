@@ -41,7 +41,12 @@ forEachTarget((target) => {
       expect((await client.status(opened.code, opened.token)).body.peer_joined).toBe(false);
       const joined = await client.join(opened.code);
       expect(joined.status).toBe(200);
-      expect(joined.body).toEqual({ code: opened.code, seat: "b", token: expect.any(String), expires_in: expect.any(Number) });
+      expect(joined.body).toEqual({
+        code: opened.code,
+        seat: "b",
+        token: expect.any(String),
+        expires_in: expect.any(Number),
+      });
       expect(joined.body.token).not.toBe(opened.token);
       const forA = (await client.status(opened.code, opened.token)).body;
       const forB = (await client.status(opened.code, joined.body.token)).body;
@@ -87,7 +92,15 @@ forEachTarget((target) => {
       await client.send(room.code, room.a, "two");
       await client.send(room.code, room.b, "three");
       const forA = (await client.status(room.code, room.a)).body;
-      expect(forA).toEqual({ seat: "a", members: ["a", "b"], expires_in: expect.any(Number), peer_joined: true, peer_active: true, pending_in: 1, pending_out: 2 });
+      expect(forA).toEqual({
+        seat: "a",
+        members: ["a", "b"],
+        expires_in: expect.any(Number),
+        peer_joined: true,
+        peer_active: true,
+        pending_in: 1,
+        pending_out: 2,
+      });
       expect(forA.expires_in).toBeGreaterThan(1790);
       expect(forA.expires_in).toBeLessThanOrEqual(1800);
       const forB = (await client.status(room.code, room.b)).body;
@@ -97,13 +110,21 @@ forEachTarget((target) => {
     it("shows peer_active false while nobody holds seat b", async () => {
       const { client } = target();
       const opened = (await client.open()).body;
-      expect((await client.status(opened.code, opened.token)).body).toMatchObject({ members: ["a"], peer_joined: false, peer_active: false });
+      expect((await client.status(opened.code, opened.token)).body).toMatchObject({
+        members: ["a"],
+        peer_joined: false,
+        peer_active: false,
+      });
     });
 
     it("refuses unknown query fields and a wait out of bounds", async () => {
       const { client } = target();
       const opened = (await client.open()).body;
-      const queries: Record<string, string | number>[] = [{ code: opened.code, timeout: 100 }, { code: opened.code, wait: 25_001 }, { code: opened.code, wait: "soon" }];
+      const queries: Record<string, string | number>[] = [
+        { code: opened.code, timeout: 100 },
+        { code: opened.code, wait: 25_001 },
+        { code: opened.code, wait: "soon" },
+      ];
       for (const query of queries) {
         expect((await client.call("GET", "/v1/status", { query, token: opened.token })).status).toBe(400);
       }

@@ -55,7 +55,13 @@ forEachTarget((target) => {
       const ended = { reason: "force_closed", by: "a", abandoned: { in: 1, out: 0 }, at: expect.any(String) };
       expect((await stream.event(1)).data).toEqual({ reason: "force_closed", ended });
       await stream.finished;
-      expect(stream.raw().trim().split("\n").map((line) => JSON.parse(line))).toEqual([
+      expect(
+        stream
+          .raw()
+          .trim()
+          .split("\n")
+          .map((line) => JSON.parse(line)),
+      ).toEqual([
         { event: "message", id: sent.body.id, from: "a", text: "line one" },
         { event: "end", reason: "force_closed", ended },
       ]);
@@ -112,8 +118,11 @@ forEachTarget((target) => {
     const streams = await Promise.all(rooms.map((room) => openStream(client, room.code, room.b, { node: 0 })));
     try {
       await sleep(100);
-      const sent = await Promise.all(rooms.map((room, i) => client.send(room.code, room.a, `to ${i}`, undefined, { node: 1 + (i % 2) })));
-      for (const [i, stream] of streams.entries()) expect((await stream.event(0)).data).toEqual({ id: sent[i]!.body.id, from: "a", text: `to ${i}` });
+      const sent = await Promise.all(
+        rooms.map((room, i) => client.send(room.code, room.a, `to ${i}`, undefined, { node: 1 + (i % 2) })),
+      );
+      for (const [i, stream] of streams.entries())
+        expect((await stream.event(0)).data).toEqual({ id: sent[i]!.body.id, from: "a", text: `to ${i}` });
       for (const stream of streams) expect(stream.events).toHaveLength(1);
     } finally {
       streams.forEach((stream) => stream.close());
@@ -148,7 +157,11 @@ forEachTarget((target) => {
     await sleep(100);
     expect((await client.close(room.code, room.a, undefined, { node: 1 })).status).toBe(200);
     const end = await stream.event(0);
-    expect(end).toEqual({ event: "end", id: undefined, data: { reason: "closed", ended: { reason: "closed", by: "a", at: expect.any(String) } } });
+    expect(end).toEqual({
+      event: "end",
+      id: undefined,
+      data: { reason: "closed", ended: { reason: "closed", by: "a", at: expect.any(String) } },
+    });
     await stream.finished;
     expect(stream.done()).toBe(true);
     // What recv says of the room now, the stream said.
@@ -167,11 +180,21 @@ forEachTarget((target) => {
     expect(gone.status).toBe(404);
     expect(gone.body.error).toBe("not_found");
     const live = await client.pairedRoom();
-    const badAfter = await client.call("GET", "/v1/stream", { query: { code: live.code, after: "abc" }, token: live.b });
+    const badAfter = await client.call("GET", "/v1/stream", {
+      query: { code: live.code, after: "abc" },
+      token: live.b,
+    });
     expect([badAfter.status, badAfter.body.error]).toEqual([400, "bad_request"]);
-    const badFormat = await client.call("GET", "/v1/stream", { query: { code: live.code, format: "xml" }, token: live.b });
+    const badFormat = await client.call("GET", "/v1/stream", {
+      query: { code: live.code, format: "xml" },
+      token: live.b,
+    });
     expect([badFormat.status, badFormat.body.error]).toEqual([400, "bad_request"]);
-    const badHeader = await client.call("GET", "/v1/stream", { query: { code: live.code }, token: live.b, headers: { "last-event-id": "x1" } });
+    const badHeader = await client.call("GET", "/v1/stream", {
+      query: { code: live.code },
+      token: live.b,
+      headers: { "last-event-id": "x1" },
+    });
     expect([badHeader.status, badHeader.body.error]).toEqual([400, "bad_request"]);
     expect((await client.call("POST", "/v1/stream", { query: { code: live.code }, token: live.b })).status).toBe(405);
   });

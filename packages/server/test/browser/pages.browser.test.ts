@@ -29,10 +29,17 @@ let userDataDir: string;
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`Chromium is not at ${CHROMIUM}: install Debian's package (apt-get install -y chromium), set CHROMIUM_PATH, or run with DUET_BROWSER_TESTS=off to leave the browser check out.`);
+    throw new Error(
+      `Chromium is not at ${CHROMIUM}: install Debian's package (apt-get install -y chromium), set CHROMIUM_PATH, or run with DUET_BROWSER_TESTS=off to leave the browser check out.`,
+    );
   }
   const config = loadConfig({ RATE_LIMIT_REQUESTS: "0", RATE_LIMIT_ROOMS: "0" });
-  app = createApp({ config, store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }), logger: createLogger("silent"), processMetrics: false });
+  app = createApp({
+    config,
+    store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }),
+    logger: createLogger("silent"),
+    processMetrics: false,
+  });
   server = app.listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", resolve));
   baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -41,7 +48,16 @@ beforeAll(async () => {
   context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
     headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
   mkdirSync(SCREENSHOTS, { recursive: true });
 }, 90_000);
@@ -90,7 +106,11 @@ async function layoutOf(page: Page): Promise<Layout> {
         .filter((el) => {
           const rect = el.getBoundingClientRect();
           const block = getComputedStyle(el).display !== "inline";
-          return rect.right > document.documentElement.clientWidth + 0.5 || rect.left < -0.5 || (block && el.scrollWidth > el.clientWidth + 1);
+          return (
+            rect.right > document.documentElement.clientWidth + 0.5 ||
+            rect.left < -0.5 ||
+            (block && el.scrollWidth > el.clientWidth + 1)
+          );
         })
         .map(label),
     };
@@ -98,7 +118,11 @@ async function layoutOf(page: Page): Promise<Layout> {
 }
 
 async function openRoomCode(): Promise<string> {
-  const reply = await fetch(`${baseUrl}/v1/open`, { method: "POST", headers: { "user-agent": "duet/0.1", "content-type": "application/json" }, body: "{}" });
+  const reply = await fetch(`${baseUrl}/v1/open`, {
+    method: "POST",
+    headers: { "user-agent": "duet/0.1", "content-type": "application/json" },
+    body: "{}",
+  });
   return ((await reply.json()) as { code: string }).code;
 }
 
@@ -152,7 +176,10 @@ describe("over plain HTTP at a network address", () => {
     const page = await context.newPage();
     try {
       expect((await page.goto(`${origin}/`))?.status()).toBe(200);
-      await Promise.all([page.waitForURL(/\/v1\/api$/, { waitUntil: "load" }).catch(() => undefined), page.click('a[href$="/v1/api"]')]);
+      await Promise.all([
+        page.waitForURL(/\/v1\/api$/, { waitUntil: "load" }).catch(() => undefined),
+        page.click('a[href$="/v1/api"]'),
+      ]);
       expect(page.url()).toBe(`${origin}/v1/api`);
       expect(await page.textContent("body")).toContain("/v1/open");
     } finally {

@@ -35,7 +35,11 @@ describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
   beforeAll(async () => {
     // Node timeout 15 s: a replica stopped for a moment is not failed over or forgotten.
     cluster = await spawnCluster(3, { replicas: 1, nodeTimeoutMs: 15_000 });
-    target = await startTarget("cluster", { REDIS_CLUSTER_NODES: cluster.seeds, REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "1000" });
+    target = await startTarget("cluster", {
+      REDIS_CLUSTER_NODES: cluster.seeds,
+      REDIS_WRITE_ACK_REPLICAS: "1",
+      REDIS_WRITE_ACK_TIMEOUT_MS: "1000",
+    });
   }, 60_000);
   afterAll(async () => {
     await target?.close();
@@ -80,6 +84,8 @@ describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
     const retried = await retried503(() => client.send(first.code, first.a, "needs its replica", "k1"));
     expect(retried.status).toBe(200);
     const inbox = await client.recv(first.code, first.b, 0);
-    expect(inbox.body.messages.map((m: { id: string; text: string }) => [m.id, m.text])).toEqual([[retried.body.id, "needs its replica"]]);
+    expect(inbox.body.messages.map((m: { id: string; text: string }) => [m.id, m.text])).toEqual([
+      [retried.body.id, "needs its replica"],
+    ]);
   }, 60_000);
 });

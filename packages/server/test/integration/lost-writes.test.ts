@@ -68,7 +68,11 @@ describe("Redis restarts without its latest writes", () => {
     // A stream resuming after the last id its client saw (the lost one) delivers it.
     const stream = await openStream(client, room.code, room.b, { headers: { "last-event-id": lost } });
     try {
-      expect(await stream.event(0)).toMatchObject({ event: "message", id, data: { id, from: "a", text: "after the loss" } });
+      expect(await stream.event(0)).toMatchObject({
+        event: "message",
+        id,
+        data: { id, from: "a", text: "after the loss" },
+      });
     } finally {
       stream.close();
     }

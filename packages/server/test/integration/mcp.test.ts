@@ -30,7 +30,12 @@ async function connectMcp(target: RelayTarget) {
 
 type ToolAnswer = { ok: true; body: any } | { ok: false; body: { error: string; message: string; remedy: string } };
 
-async function call(client: Client, name: string, args: Record<string, unknown> = {}, options?: Parameters<Client["callTool"]>[2]): Promise<ToolAnswer> {
+async function call(
+  client: Client,
+  name: string,
+  args: Record<string, unknown> = {},
+  options?: Parameters<Client["callTool"]>[2],
+): Promise<ToolAnswer> {
   const result = await client.callTool({ name, arguments: args }, undefined, options);
   const text = (result.content as { type: string; text: string }[])[0]!.text;
   if (result.isError) return { ok: false, body: JSON.parse(text) };
@@ -95,24 +100,42 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
 
     let resolveProgress!: () => void;
     const progressed = new Promise<void>((resolve) => (resolveProgress = resolve));
-    const waiting = call(client, "recv", { code: opened.code, token: joined.token, wait: 25_000 }, { onprogress: () => resolveProgress() });
+    const waiting = call(
+      client,
+      "recv",
+      { code: opened.code, token: joined.token, wait: 25_000 },
+      { onprogress: () => resolveProgress() },
+    );
     // The recv waits on one node; the send that wakes it goes to another.
     await progressed;
-    const sent = await ok(client, "send", { code: opened.code, token: opened.token, text: "hello from seat a", idempotency_key: "k1" });
+    const sent = await ok(client, "send", {
+      code: opened.code,
+      token: opened.token,
+      text: "hello from seat a",
+      idempotency_key: "k1",
+    });
     const received = await waiting;
     expect(received).toEqual({ ok: true, body: { messages: [{ id: sent.id, from: "a", text: "hello from seat a" }] } });
 
-    expect(await ok(client, "ack", { code: opened.code, token: joined.token, ids: [sent.id] })).toEqual({ ok: true, acked: 1 });
+    expect(await ok(client, "ack", { code: opened.code, token: joined.token, ids: [sent.id] })).toEqual({
+      ok: true,
+      acked: 1,
+    });
     const status = await ok(client, "status", { code: opened.code, token: opened.token });
     expect(status).toMatchObject({ seat: "a", members: ["a", "b"], peer_joined: true, pending_in: 0, pending_out: 0 });
     expect(await ok(client, "close", { code: opened.code, token: opened.token })).toEqual({ ok: true });
 
     const after = await call(client, "status", { code: opened.code, token: joined.token });
-    expect(after).toMatchObject({ ok: false, body: { error: "not_found", remedy: expect.stringContaining("open a new room") } });
+    expect(after).toMatchObject({
+      ok: false,
+      body: { error: "not_found", remedy: expect.stringContaining("open a new room") },
+    });
     expect(new Set(hits).size).toBe(3);
     await client.close();
     // Tokens, codes and texts travel in tool arguments: none of them reaches a log or /metrics.
-    const metrics = (await Promise.all(target.nodes.map(async (node) => (await fetch(`${node.url}/metrics`)).text()))).join("");
+    const metrics = (
+      await Promise.all(target.nodes.map(async (node) => (await fetch(`${node.url}/metrics`)).text()))
+    ).join("");
     for (const secret of [opened.token, joined.token, opened.code, "hello from seat a"]) {
       expect(target.logs()).not.toContain(secret);
       expect(metrics).not.toContain(secret);
@@ -123,18 +146,38 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     const { client } = await connectMcp(target);
     const opened = await ok(client, "open");
     await ok(client, "join", { code: opened.code });
-    for (let i = 0; i < MAX_PENDING_MESSAGES; i++) await ok(client, "send", { code: opened.code, token: opened.token, text: `m${i}` });
+    for (let i = 0; i < MAX_PENDING_MESSAGES; i++)
+      await ok(client, "send", { code: opened.code, token: opened.token, text: `m${i}` });
     const full = await call(client, "send", { code: opened.code, token: opened.token, text: "one too many" });
-    expect(full).toMatchObject({ ok: false, body: { error: "mailbox_full", remedy: expect.stringContaining("same idempotency_key") } });
+    expect(full).toMatchObject({
+      ok: false,
+      body: { error: "mailbox_full", remedy: expect.stringContaining("same idempotency_key") },
+    });
 
     const missing = await call(client, "status", { code: opened.code });
-    expect(missing).toMatchObject({ ok: false, body: { error: "unauthorized", message: expect.stringContaining("token argument") } });
-    expect(await call(client, "status", { code: opened.code, token: "not-a-token" })).toMatchObject({ ok: false, body: { error: "unauthorized" } });
-    const leak = await call(client, "send", { code: opened.code, token: opened.token, text: `my token is ${opened.token}` });
-    expect(leak).toMatchObject({ ok: false, body: { error: "bad_request", message: expect.stringContaining("own seat token") } });
+    expect(missing).toMatchObject({
+      ok: false,
+      body: { error: "unauthorized", message: expect.stringContaining("token argument") },
+    });
+    expect(await call(client, "status", { code: opened.code, token: "not-a-token" })).toMatchObject({
+      ok: false,
+      body: { error: "unauthorized" },
+    });
+    const leak = await call(client, "send", {
+      code: opened.code,
+      token: opened.token,
+      text: `my token is ${opened.token}`,
+    });
+    expect(leak).toMatchObject({
+      ok: false,
+      body: { error: "bad_request", message: expect.stringContaining("own seat token") },
+    });
     expect(JSON.stringify(leak)).not.toContain(opened.token);
     const badWait = await call(client, "recv", { code: opened.code, token: opened.token, wait: 99_999 });
-    expect(badWait).toMatchObject({ ok: false, body: { error: "bad_request", message: expect.stringContaining("wait") } });
+    expect(badWait).toMatchObject({
+      ok: false,
+      body: { error: "bad_request", message: expect.stringContaining("wait") },
+    });
     await client.close();
   });
 
@@ -153,14 +196,21 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     const sent = await ok(client, "send", { code: opened.code, token: opened.token, text: envelope });
     const got = await ok(client, "recv", { code: opened.code, token: joined.token, wait: 0 });
     expect(got.messages).toEqual([{ id: sent.id, from: "a", text: envelope }]);
-    expect(E2eSession.start(opened.code, "b", key).open(sent.id, got.messages[0].text)).toMatchObject({ ok: true, text: "secret over MCP" });
+    expect(E2eSession.start(opened.code, "b", key).open(sent.id, got.messages[0].text)).toMatchObject({
+      ok: true,
+      text: "secret over MCP",
+    });
     await client.close();
   });
 
   it("a text over the size limit is too_large", async () => {
     const { client } = await connectMcp(target);
     const opened = await ok(client, "open");
-    const big = await call(client, "send", { code: opened.code, token: opened.token, text: "x".repeat(MAX_TEXT_BYTES + 1) });
+    const big = await call(client, "send", {
+      code: opened.code,
+      token: opened.token,
+      text: "x".repeat(MAX_TEXT_BYTES + 1),
+    });
     expect(big).toMatchObject({ ok: false, body: { error: "too_large" } });
     await client.close();
   });
@@ -172,9 +222,12 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     let resolveProgress!: () => void;
     const progressed = new Promise<void>((resolve) => (resolveProgress = resolve));
     const abort = new AbortController();
-    const waiting = call(client, "recv", { code: opened.code, token: opened.token, wait: 25_000 }, { onprogress: () => resolveProgress(), signal: abort.signal }).catch(
-      (error: Error) => error,
-    );
+    const waiting = call(
+      client,
+      "recv",
+      { code: opened.code, token: opened.token, wait: 25_000 },
+      { onprogress: () => resolveProgress(), signal: abort.signal },
+    ).catch((error: Error) => error);
     await progressed;
     // Progress goes out as the wait starts; the wait registers a moment later.
     await until(async () => (await waitingRecvs(target)) === 1, "the recv is waiting");
@@ -204,14 +257,21 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     expect(restGot.body.messages).toEqual([{ id: fromMcp.id, from: "a", text: "hello from MCP" }]);
     await rest.ack(opened.code, joined.body.token, [fromMcp.id]);
     expect((await rest.close(opened.code, joined.body.token)).status).toBe(200);
-    expect(await call(client, "status", { code: opened.code, token: opened.token })).toMatchObject({ ok: false, body: { error: "not_found" } });
+    expect(await call(client, "status", { code: opened.code, token: opened.token })).toMatchObject({
+      ok: false,
+      body: { error: "not_found" },
+    });
     await client.close();
   });
 
   it("answers any User-Agent, refuses a foreign Host (DNS rebinding), and GET or DELETE with 405 JSON", async () => {
     const url = `${target.nodes[0]!.url}/mcp`;
     const list = { jsonrpc: "2.0", id: 1, method: "tools/list" };
-    const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", "user-agent": "curl/8.5.0" };
+    const headers = {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "user-agent": "curl/8.5.0",
+    };
     const listed = await fetch(url, { method: "POST", headers, body: JSON.stringify(list) });
     expect(listed.status).toBe(200);
     // An SSE answer that proxies must not buffer (progress notifications stream).
@@ -221,10 +281,14 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
 
     const { request } = await import("node:http");
     const rebound = await new Promise<number>((resolve, reject) => {
-      const req = request(url, { method: "POST", headers: { ...headers, host: `attacker.example:${new URL(url).port}` } }, (res) => {
-        res.resume();
-        resolve(res.statusCode!);
-      });
+      const req = request(
+        url,
+        { method: "POST", headers: { ...headers, host: `attacker.example:${new URL(url).port}` } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        },
+      );
       req.on("error", reject);
       req.end(JSON.stringify(list));
     });
@@ -256,10 +320,15 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     const url = `${target.nodes[1]!.url}/mcp`;
     const listed = await run(inspector, ["--cli", url, "--method", "tools/list"], { timeout: 60_000 });
     expect(JSON.parse(listed.stdout).tools.map((tool: { name: string }) => tool.name)).toEqual(OPERATION_IDS);
-    const called = await run(inspector, ["--cli", url, "--method", "tools/call", "--tool-name", "open"], { timeout: 60_000 });
+    const called = await run(inspector, ["--cli", url, "--method", "tools/call", "--tool-name", "open"], {
+      timeout: 60_000,
+    });
     const opened = JSON.parse(called.stdout).structuredContent;
     expect(opened).toMatchObject({ seat: "a", code: expect.stringMatching(/^[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}$/) });
-    expect((await target.client.status(opened.code, opened.token)).body).toMatchObject({ seat: "a", peer_joined: false });
+    expect((await target.client.status(opened.code, opened.token)).body).toMatchObject({
+      seat: "a",
+      peer_joined: false,
+    });
   });
 });
 

@@ -38,7 +38,13 @@ describe("Redis unreachable", () => {
     const waiting = timed(client.recv(room.code, room.b, 20_000));
     await new Promise((r) => setTimeout(r, 200));
     await redis.stop("SIGKILL");
-    for (const call of [client.open(), client.join(room.code), client.send(room.code, room.a, "x"), client.status(room.code, room.a), client.stats()]) {
+    for (const call of [
+      client.open(),
+      client.join(room.code),
+      client.send(room.code, room.a, "x"),
+      client.status(room.code, room.a),
+      client.stats(),
+    ]) {
       const { result, ms } = await timed(call);
       expect({ status: result.status, error: result.body.error }).toEqual({ status: 503, error: "unavailable" });
       expect(result.headers.get("retry-after")).toBe("1");
@@ -62,7 +68,9 @@ describe("Redis unreachable", () => {
     const room = await client.pairedRoom();
     redis.process.kill("SIGSTOP");
     try {
-      const replies = await Promise.all([client.send(room.code, room.a, "x"), client.status(room.code, room.a), client.open()].map(timed));
+      const replies = await Promise.all(
+        [client.send(room.code, room.a, "x"), client.status(room.code, room.a), client.open()].map(timed),
+      );
       for (const { result, ms } of replies) {
         expect(result.status).toBe(503);
         expect(ms).toBeLessThan(1000 + 1500);
@@ -83,8 +91,10 @@ describe("graceful shutdown", () => {
       const { client, config } = target;
       const rooms = await Promise.all(Array.from({ length: 100 }, () => client.pairedRoom()));
       const waiting = rooms.map((room) => timed(client.recv(room.code, room.b, 20_000)));
-      const subscribed = async () => ((await admin.call("PUBSUB", "SHARDCHANNELS", `${config.redis!.keyPrefix}*`)) as string[]).length;
-      for (const deadline = Date.now() + 10_000; (await subscribed()) < 100 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50));
+      const subscribed = async () =>
+        ((await admin.call("PUBSUB", "SHARDCHANNELS", `${config.redis!.keyPrefix}*`)) as string[]).length;
+      for (const deadline = Date.now() + 10_000; (await subscribed()) < 100 && Date.now() < deadline; )
+        await new Promise((r) => setTimeout(r, 50));
       expect(await subscribed()).toBe(100);
       const exited = new Promise<number | null>((resolve) => target.process!.once("exit", resolve));
       target.process!.kill("SIGTERM");
@@ -106,7 +116,11 @@ describe("graceful shutdown", () => {
 describe("rate-limit store failures", () => {
   it("a Redis that refuses SCRIPT LOAD lets calls through (fail open) and never takes the process down", async () => {
     const redis = await spawnRedis(["--rename-command", "SCRIPT", ""]);
-    const target = await startTarget("process", { REDIS_URL: redis.url, RATE_LIMIT_REQUESTS: "100", RATE_LIMIT_ROOMS: "100" });
+    const target = await startTarget("process", {
+      REDIS_URL: redis.url,
+      RATE_LIMIT_REQUESTS: "100",
+      RATE_LIMIT_ROOMS: "100",
+    });
     try {
       for (let i = 0; i < 5; i++) expect((await target.client.open()).status).toBe(200);
       await new Promise((r) => setTimeout(r, 300));

@@ -52,7 +52,11 @@ describe("Redis round trips per operation (rate limits off)", () => {
   const figures: Record<string, Record<string, number>> = {};
   afterAll(() => {
     // eslint-disable-next-line no-console
-    console.log(`Redis commands per operation:\n${Object.entries(figures).map(([op, c]) => `  ${op}: ${JSON.stringify(c)}`).join("\n")}`);
+    console.log(
+      `Redis commands per operation:\n${Object.entries(figures)
+        .map(([op, c]) => `  ${op}: ${JSON.stringify(c)}`)
+        .join("\n")}`,
+    );
   });
 
   it("open, join, send, ack, status and close are one script call each", async () => {
@@ -91,7 +95,10 @@ describe("Redis round trips per operation (rate limits off)", () => {
     figures["recv (waits, first on the room's channel), with its send and ack"] = await countDuring(waitedRecv);
     figures["recv (waits, channel lingering), with its send and ack"] = await countDuring(waitedRecv);
     // read, read after subscribing, re-read after the wake; plus the send and the ack
-    expect(figures["recv (waits, first on the room's channel), with its send and ack"]).toEqual({ evalsha: 5, ssubscribe: 1 });
+    expect(figures["recv (waits, first on the room's channel), with its send and ack"]).toEqual({
+      evalsha: 5,
+      ssubscribe: 1,
+    });
     // read (listening already), re-read after the wake; plus the send and the ack
     expect(figures["recv (waits, channel lingering), with its send and ack"]).toEqual({ evalsha: 4 });
   });
@@ -104,9 +111,15 @@ describe("Redis round trips per operation (rate limits off)", () => {
     const live = await keysOf(room.code);
     const ending = live.find((key) => key.endsWith(":ended"))!;
     expect(ending).toBeDefined();
-    const bytes = { room: Number(await admin.memory("USAGE", live.find((key) => key.endsWith(":room"))!)), ending: Number(await admin.memory("USAGE", ending)) };
+    const bytes = {
+      room: Number(await admin.memory("USAGE", live.find((key) => key.endsWith(":room"))!)),
+      ending: Number(await admin.memory("USAGE", ending)),
+    };
     // Kept 'keep' ms past the room's own expiry, never longer.
-    const ttl = { room: await admin.pttl(live.find((key) => key.endsWith(":room"))!), ending: await admin.pttl(ending) };
+    const ttl = {
+      room: await admin.pttl(live.find((key) => key.endsWith(":room"))!),
+      ending: await admin.pttl(ending),
+    };
     expect(ttl.ending - ttl.room).toBeGreaterThan(600_000 - 5000);
     expect(ttl.ending - ttl.room).toBeLessThanOrEqual(600_000);
     insideScripts = [];
@@ -121,27 +134,40 @@ describe("Redis round trips per operation (rate limits off)", () => {
     figures["close (writes why into the ending record)"] = await countDuring(() => client.close(room.code, room.a));
     expect(await keysOf(room.code)).toEqual([ending]);
     const closedBytes = Number(await admin.memory("USAGE", ending));
-    figures["404 to a seat of the ended room (room script, then ending-1.lua)"] = await countDuring(() => client.status(room.code, room.b));
+    figures["404 to a seat of the ended room (room script, then ending-1.lua)"] = await countDuring(() =>
+      client.status(room.code, room.b),
+    );
     figures["404 to a stranger"] = await countDuring(() => client.status(room.code, "not-a-seat-token"));
     // (The first ending-1.lua call of a connection is an EVAL: ioredis sends the script once.)
     expect(total(figures["404 to a seat of the ended room (room script, then ending-1.lua)"]!)).toBe(2);
     expect(figures["404 to a stranger"]).toEqual({ evalsha: 2 });
     expect(figures["close (writes why into the ending record)"]).toEqual({ evalsha: 1 });
     // Not commands: the record's footprint, printed with the figures (MEMORY USAGE, bytes).
-    figures["ending record, bytes (MEMORY USAGE)"] = { roomHash: bytes.room, recordWhileLive: bytes.ending, recordAfterClose: closedBytes, keysPerLiveRoom: live.length };
+    figures["ending record, bytes (MEMORY USAGE)"] = {
+      roomHash: bytes.room,
+      recordWhileLive: bytes.ending,
+      recordAfterClose: closedBytes,
+      keysPerLiveRoom: live.length,
+    };
   });
 
   it("a waiting status (duet wait) woken by the join", async () => {
     const { client } = target;
     const opened = (await client.open()).body;
     figures["status?wait (first on the room's channel), woken by a join"] = await countDuring(async () => {
-      const waiting = client.call("GET", "/v1/status", { query: { code: opened.code, wait: 20_000 }, token: opened.token });
+      const waiting = client.call("GET", "/v1/status", {
+        query: { code: opened.code, wait: 20_000 },
+        token: opened.token,
+      });
       await new Promise((r) => setTimeout(r, 200));
       await client.join(opened.code);
       expect((await waiting).body.peer_joined).toBe(true);
     });
     // read, read after subscribing, re-read after the wake; plus the join
-    expect(figures["status?wait (first on the room's channel), woken by a join"]).toEqual({ evalsha: 4, ssubscribe: 1 });
+    expect(figures["status?wait (first on the room's channel), woken by a join"]).toEqual({
+      evalsha: 4,
+      ssubscribe: 1,
+    });
   });
 
   it("the tally is one HMGET and one ZCOUNT per hash tag, sent together", async () => {

@@ -65,7 +65,9 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
       const rooms = await Promise.all(Array.from({ length: 30 }, () => client.pairedRoom()));
       const waiting = rooms.map((room, i) => {
         const started = Date.now();
-        return client.recv(room.code, room.b, 20_000, { node: i }).then((reply) => ({ reply, started, finished: Date.now() }));
+        return client
+          .recv(room.code, room.b, 20_000, { node: i })
+          .then((reply) => ({ reply, started, finished: Date.now() }));
       });
       await new Promise((r) => setTimeout(r, 300));
       const admins = adminClients(kind);
@@ -74,9 +76,13 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
       admins.forEach((admin) => admin.disconnect());
       expect(killed).toBeGreaterThanOrEqual(3); // every node lost its subscriber(s)
       const sentAt = Date.now();
-      const sent = await Promise.all(rooms.map((room, i) => client.send(room.code, room.a, `after kill ${i}`, undefined, { node: i + 1 })));
+      const sent = await Promise.all(
+        rooms.map((room, i) => client.send(room.code, room.a, `after kill ${i}`, undefined, { node: i + 1 })),
+      );
       const results = await Promise.all(waiting);
-      results.forEach(({ reply }, i) => expect(reply.body.messages).toEqual([{ id: sent[i]!.body.id, from: "a", text: `after kill ${i}` }]));
+      results.forEach(({ reply }, i) =>
+        expect(reply.body.messages).toEqual([{ id: sent[i]!.body.id, from: "a", text: `after kill ${i}` }]),
+      );
       const worstDelay = Math.max(...results.map(({ finished }) => finished - sentAt));
       // eslint-disable-next-line no-console
       console.log(`${kind}: subscriber killed, 30/30 delivered, worst delay ${worstDelay} ms (no periodic re-read)`);
@@ -105,7 +111,8 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
       const room = await client.pairedRoom();
       await client.send(room.code, room.a, "x", undefined, { node: 0 });
       const statuses = await Promise.all([0, 1, 2].map((node) => client.status(room.code, room.b, { node })));
-      for (const status of statuses) expect({ ...status.body, expires_in: 0 }).toEqual({ ...statuses[0]!.body, expires_in: 0 });
+      for (const status of statuses)
+        expect({ ...status.body, expires_in: 0 }).toEqual({ ...statuses[0]!.body, expires_in: 0 });
       expect(statuses[0]!.body).toMatchObject({ peer_active: true, pending_in: 1 });
       const stats = await Promise.all([0, 1, 2].map((node) => client.stats({ node })));
       for (const reply of stats) expect(reply.body).toEqual(stats[0]!.body);
@@ -128,13 +135,17 @@ describe("Redis connections per node", () => {
     await redis?.stop();
   });
 
-  const relayConnections = async () => ((await admin.call("CLIENT", "LIST")) as string).split("\n").filter((line) => line && !line.includes("cmd=client|list")).length;
+  const relayConnections = async () =>
+    ((await admin.call("CLIENT", "LIST")) as string)
+      .split("\n")
+      .filter((line) => line && !line.includes("cmd=client|list")).length;
 
   it("stays constant from 0 to 1,000 waiting recvs: one command connection and one subscriber", async () => {
     const { client } = target;
     // Both connections are up once the relay is ready and the subscriber has said hello.
     let idle = await relayConnections();
-    for (const deadline = Date.now() + 10_000; idle < 2 && Date.now() < deadline; idle = await relayConnections()) await new Promise((r) => setTimeout(r, 100));
+    for (const deadline = Date.now() + 10_000; idle < 2 && Date.now() < deadline; idle = await relayConnections())
+      await new Promise((r) => setTimeout(r, 100));
     const rooms = await Promise.all(Array.from({ length: 1000 }, () => openRoomWithRetry(client, Date.now() + 60_000)));
     const abort = new AbortController();
     // 1,000 waiting calls (and their retries) share one abort signal.
@@ -143,7 +154,11 @@ describe("Redis connections per node", () => {
     const waiting = rooms.map((room) => holdRecv(client, room.code, room.b, abort.signal, failed));
     // Until all 1,000 rooms' channels are subscribed: every recv is waiting (the deadline only guards a hang).
     const subscribed = async () => ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
-    for (const deadline = Date.now() + 150_000; (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0; ) await new Promise((r) => setTimeout(r, 100));
+    for (
+      const deadline = Date.now() + 150_000;
+      (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0;
+    )
+      await new Promise((r) => setTimeout(r, 100));
     expect(failed).toEqual([]);
     expect(await subscribed()).toBe(1000);
     const loaded = await relayConnections();
@@ -155,7 +170,6 @@ describe("Redis connections per node", () => {
     await Promise.all(waiting);
   }, 300_000);
 });
-
 
 describe("Redis connections per node on a cluster", () => {
   let cluster: SpawnedCluster;
@@ -175,7 +189,8 @@ describe("Redis connections per node on a cluster", () => {
   // Every client connection on every master, less the admin connections of this test.
   const relayConnections = async () => {
     let total = 0;
-    for (const admin of admins) total += ((await admin.call("CLIENT", "LIST")) as string).split("\n").filter(Boolean).length - 1;
+    for (const admin of admins)
+      total += ((await admin.call("CLIENT", "LIST")) as string).split("\n").filter(Boolean).length - 1;
     return total;
   };
 
@@ -183,7 +198,11 @@ describe("Redis connections per node on a cluster", () => {
   const settledConnections = async () => {
     let last = -1;
     let same = 0;
-    for (const deadline = Date.now() + 15_000; same < 3 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 300))) {
+    for (
+      const deadline = Date.now() + 15_000;
+      same < 3 && Date.now() < deadline;
+      await new Promise((r) => setTimeout(r, 300))
+    ) {
       const now = await relayConnections();
       same = now === last ? same + 1 : 1;
       last = now;
@@ -205,12 +224,18 @@ describe("Redis connections per node on a cluster", () => {
       for (const admin of admins) total += ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
       return total;
     };
-    for (const deadline = Date.now() + 150_000; (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0; ) await new Promise((r) => setTimeout(r, 100));
+    for (
+      const deadline = Date.now() + 150_000;
+      (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0;
+    )
+      await new Promise((r) => setTimeout(r, 100));
     expect(failed).toEqual([]);
     expect(await subscribed()).toBe(1000);
     const loaded = await relayConnections();
     // eslint-disable-next-line no-console
-    console.log(`Redis connections of one node on a 3-master cluster: ${idle} with 0 waiting recvs, ${loaded} with 1,000`);
+    console.log(
+      `Redis connections of one node on a 3-master cluster: ${idle} with 0 waiting recvs, ${loaded} with 1,000`,
+    );
     expect(loaded).toBe(idle);
     expect(idle).toBe(3 * 3);
     abort.abort();

@@ -23,7 +23,11 @@ describe("relay on Sentinel", () => {
   let target: RelayTarget;
   beforeAll(async () => {
     topology = await spawnSentinelTopology();
-    target = await startTarget("redis", { REDIS_URL: "", REDIS_SENTINELS: topology.sentinels, REDIS_SENTINEL_NAME: topology.name });
+    target = await startTarget("redis", {
+      REDIS_URL: "",
+      REDIS_SENTINELS: topology.sentinels,
+      REDIS_SENTINEL_NAME: topology.name,
+    });
   }, 60_000);
   afterAll(async () => {
     await target?.close();
@@ -60,7 +64,10 @@ describe("relay on Sentinel", () => {
       expect(sent.status).toBe(200);
       const reply = await waiting;
       // Either the waiting recv got it, or it answered 503 during the gap and a new one does.
-      const messages = reply.status === 200 && reply.body.messages.length > 0 ? reply.body.messages : (await untilOk(() => client.recv(room.code, room.b, 5000))).body.messages;
+      const messages =
+        reply.status === 200 && reply.body.messages.length > 0
+          ? reply.body.messages
+          : (await untilOk(() => client.recv(room.code, room.b, 5000))).body.messages;
       expect(messages.map((m: { text: string }) => m.text)).toEqual(["after the failover"]);
     } finally {
       master.process.kill("SIGCONT");

@@ -30,12 +30,27 @@ interface Room {
   a: string;
 }
 
-const ascii = (max: number) => fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: max });
+const ascii = (max: number) =>
+  fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: max });
 const weirdString = fc.oneof(
   fc.string({ maxLength: 40 }),
   fc.string({ unit: "grapheme", maxLength: 20 }),
   ascii(40),
-  fc.constantFrom("", " ", "\u0000", "\ud800", "k7dq-3mxa-9z2f", "--------", "a".repeat(10_000), "é".repeat(3000), "__proto__", "constructor", "../../etc/passwd", "%00", "${jndi:x}"),
+  fc.constantFrom(
+    "",
+    " ",
+    "\u0000",
+    "\ud800",
+    "k7dq-3mxa-9z2f",
+    "--------",
+    "a".repeat(10_000),
+    "é".repeat(3000),
+    "__proto__",
+    "constructor",
+    "../../etc/passwd",
+    "%00",
+    "${jndi:x}",
+  ),
 );
 const anyJson = fc.oneof(fc.jsonValue({ maxDepth: 3 }), weirdString, fc.constantFrom(null, true, 0, -1, 1e308, [], {}));
 
@@ -43,7 +58,10 @@ const anyJson = fc.oneof(fc.jsonValue({ maxDepth: 3 }), weirdString, fc.constant
 const requestArb = fc.record({
   endpoint: fc.constantFrom(...ENDPOINTS),
   // Mostly the right method, so that the request reaches validation.
-  method: fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS") }),
+  method: fc.oneof(
+    { weight: 4, arbitrary: fc.constant(undefined) },
+    { weight: 1, arbitrary: fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS") },
+  ),
   auth: fc.constantFrom("valid", "none", "random", "bearer-random", "basic", "empty-bearer", "two-tokens"),
   authRandom: ascii(60),
   bodyKind: fc.constantFrom("fields", "json", "bytes", "truncated", "empty", "deep", "array", "duplicate-keys"),
@@ -62,12 +80,46 @@ const requestArb = fc.record({
   bytes: fc.uint8Array({ maxLength: 200 }),
   query: fc.oneof(
     fc.constant(""),
-    fc.constantFrom("?code=VALID&wait=abc", "?code=VALID&wait=-1", "?code=VALID&wait=25001", "?code=VALID&wait=1.5", "?code=VALID&wait=1e3", "?code=VALID&wait=", "?code=VALID&code=VALID", "?code[]=x", "?code=%ZZ", "?wait=0", "?code=" + "x".repeat(5000), "?code=VALID&wait=0&wait=0", "?code=VALID&__proto__=1"),
+    fc.constantFrom(
+      "?code=VALID&wait=abc",
+      "?code=VALID&wait=-1",
+      "?code=VALID&wait=25001",
+      "?code=VALID&wait=1.5",
+      "?code=VALID&wait=1e3",
+      "?code=VALID&wait=",
+      "?code=VALID&code=VALID",
+      "?code[]=x",
+      "?code=%ZZ",
+      "?wait=0",
+      "?code=" + "x".repeat(5000),
+      "?code=VALID&wait=0&wait=0",
+      "?code=VALID&__proto__=1",
+    ),
     fc.webQueryParameters().map((q) => `?${q}`),
   ),
-  contentType: fc.constantFrom("application/json", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "", "application/json; charset=latin1", "application/json; charset=utf-16"),
-  contentEncoding: fc.oneof({ weight: 6, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom("gzip", "br", "deflate", "identity", "x-unknown") }),
-  userAgent: fc.oneof({ weight: 6, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.oneof(fc.constantFrom("", "curl/8.0", "python-requests/2.31", "duet/0.1", "Mozilla/5.0", "DUET/9"), ascii(30)) }),
+  contentType: fc.constantFrom(
+    "application/json",
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    "",
+    "application/json; charset=latin1",
+    "application/json; charset=utf-16",
+  ),
+  contentEncoding: fc.oneof(
+    { weight: 6, arbitrary: fc.constant(undefined) },
+    { weight: 1, arbitrary: fc.constantFrom("gzip", "br", "deflate", "identity", "x-unknown") },
+  ),
+  userAgent: fc.oneof(
+    { weight: 6, arbitrary: fc.constant(undefined) },
+    {
+      weight: 1,
+      arbitrary: fc.oneof(
+        fc.constantFrom("", "curl/8.0", "python-requests/2.31", "duet/0.1", "Mozilla/5.0", "DUET/9"),
+        ascii(30),
+      ),
+    },
+  ),
 });
 
 type RequestCase = typeof requestArb extends fc.Arbitrary<infer T> ? T : never;
@@ -75,7 +127,10 @@ type RequestCase = typeof requestArb extends fc.Arbitrary<infer T> ? T : never;
 function build(request: RequestCase, room: Room) {
   const [defaultMethod, rawPath] = request.endpoint;
   const method = request.method ?? defaultMethod;
-  const codeInPath = typeof request.fields.code === "string" && request.fields.code !== "VALID" ? request.fields.code.slice(0, 200) : room.code;
+  const codeInPath =
+    typeof request.fields.code === "string" && request.fields.code !== "VALID"
+      ? request.fields.code.slice(0, 200)
+      : room.code;
   let path: string;
   try {
     path = rawPath.replace("CODE", encodeURIComponent(codeInPath));
@@ -150,7 +205,11 @@ describe.each(["process", "memory"] as const)("bad input on %s", (kind) => {
         sent++;
         let reply;
         try {
-          reply = await fetch(new URL(path, client.baseUrls[0]), { method, headers: { "user-agent": "duet/0.1", ...headers }, body: rawBody });
+          reply = await fetch(new URL(path, client.baseUrls[0]), {
+            method,
+            headers: { "user-agent": "duet/0.1", ...headers },
+            body: rawBody,
+          });
         } catch (error) {
           // Header values fetch itself refuses (it validates them) are not a server result.
           if (String((error as Error).message).includes("header")) return;
@@ -170,8 +229,15 @@ describe.each(["process", "memory"] as const)("bad input on %s", (kind) => {
             return;
           }
           const entry = body.error ? (ERRORS as Record<string, { status: number }>)[body.error] : undefined;
-          if (!entry || entry.status !== reply.status || typeof body.message !== "string" || Object.keys(body).sort().join() !== "error,message") problems.push(`undocumented: ${describe}`);
-          if (/\bat .*\(.*:\d+:\d+\)|node_modules|SyntaxError|TypeError/.test(text)) problems.push(`internal detail: ${describe}`);
+          if (
+            !entry ||
+            entry.status !== reply.status ||
+            typeof body.message !== "string" ||
+            Object.keys(body).sort().join() !== "error,message"
+          )
+            problems.push(`undocumented: ${describe}`);
+          if (/\bat .*\(.*:\d+:\d+\)|node_modules|SyntaxError|TypeError/.test(text))
+            problems.push(`internal detail: ${describe}`);
         }
       }),
       { numRuns: RUNS },
@@ -179,7 +245,9 @@ describe.each(["process", "memory"] as const)("bad input on %s", (kind) => {
     const health = await client.call("GET", "/healthz");
     const crashed = target.process ? target.process.exitCode !== null || target.process.signalCode !== null : false;
     const internalErrors = (target.logs().match(/"msg":"internal error"/g) ?? []).length;
-    console.log(`FIGURES bad-input ${kind} ${JSON.stringify({ requests: sent, statuses: Object.fromEntries([...statuses].sort()), problems: problems.length, crashed, internalErrors })}`);
+    console.log(
+      `FIGURES bad-input ${kind} ${JSON.stringify({ requests: sent, statuses: Object.fromEntries([...statuses].sort()), problems: problems.length, crashed, internalErrors })}`,
+    );
     expect(problems.slice(0, 20)).toEqual([]);
     expect(sent).toBeGreaterThanOrEqual(200);
     expect(crashed).toBe(false);
@@ -196,11 +264,20 @@ describe("compressed bodies", () => {
   afterAll(() => target?.close());
 
   // Found by the generator above: a body that does not match its Content-Encoding was a 500.
-  it.each(["gzip", "br", "deflate"])("%s: a body that does not decompress is 400 bad_request; one that does is read", async (encoding) => {
-    const garbage = await target.client.call("POST", "/v1/open", { rawBody: "{}", headers: { "content-encoding": encoding, "content-type": "application/json" } });
-    expect({ status: garbage.status, error: garbage.body.error }).toEqual({ status: 400, error: "bad_request" });
-    const compress = { gzip: gzipSync, br: brotliCompressSync, deflate: deflateSync }[encoding]!;
-    const good = await target.client.call("POST", "/v1/open", { rawBody: compress(Buffer.from("{}")), headers: { "content-encoding": encoding, "content-type": "application/json" } });
-    expect(good.status).toBe(200);
-  });
+  it.each(["gzip", "br", "deflate"])(
+    "%s: a body that does not decompress is 400 bad_request; one that does is read",
+    async (encoding) => {
+      const garbage = await target.client.call("POST", "/v1/open", {
+        rawBody: "{}",
+        headers: { "content-encoding": encoding, "content-type": "application/json" },
+      });
+      expect({ status: garbage.status, error: garbage.body.error }).toEqual({ status: 400, error: "bad_request" });
+      const compress = { gzip: gzipSync, br: brotliCompressSync, deflate: deflateSync }[encoding]!;
+      const good = await target.client.call("POST", "/v1/open", {
+        rawBody: compress(Buffer.from("{}")),
+        headers: { "content-encoding": encoding, "content-type": "application/json" },
+      });
+      expect(good.status).toBe(200);
+    },
+  );
 });

@@ -9,7 +9,8 @@ import { fileURLToPath } from "node:url";
 const file = process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), "results", "redis-failover.json");
 const { failoversPerArm, rooms, relays, arms } = JSON.parse(readFileSync(file, "utf8"));
 const n = (value) => (Number.isFinite(value) ? Math.round(value).toLocaleString("en-US") : "none");
-const topologyOf = (name) => (name.startsWith("sentinel") ? "Sentinel (master + 2 replicas)" : "Cluster (3 masters + 1 replica each)");
+const topologyOf = (name) =>
+  name.startsWith("sentinel") ? "Sentinel (master + 2 replicas)" : "Cluster (3 masters + 1 replica each)";
 const ackOf = (name) => Number(/ack(\d+)$/.exec(name)[1]);
 
 const rows = Object.entries(arms).map(([name, arm]) => {

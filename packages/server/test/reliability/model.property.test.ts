@@ -23,12 +23,38 @@ type Op =
 
 const seatArb = fc.constantFrom<Seat>("a", "b");
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ t: fc.constant("send" as const), seat: seatArb, text: fc.oneof({ weight: 9, arbitrary: fc.constantFrom("hello", "hi", "é✓ 日本") }, { weight: 1, arbitrary: fc.constant(BIG) }), key: fc.option(fc.constantFrom("k1", "k2", "k3"), { nil: undefined }) }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      t: fc.constant("send" as const),
+      seat: seatArb,
+      text: fc.oneof(
+        { weight: 9, arbitrary: fc.constantFrom("hello", "hi", "é✓ 日本") },
+        { weight: 1, arbitrary: fc.constant(BIG) },
+      ),
+      key: fc.option(fc.constantFrom("k1", "k2", "k3"), { nil: undefined }),
+    }),
+  },
   { weight: 3, arbitrary: fc.record({ t: fc.constant("recv" as const), seat: seatArb }) },
   // picks count back from the newest id either seat has seen, so most name a real message.
-  { weight: 4, arbitrary: fc.record({ t: fc.constant("ack" as const), seat: seatArb, picks: fc.array(fc.nat(9), { maxLength: 3 }), bogus: fc.boolean() }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      t: fc.constant("ack" as const),
+      seat: seatArb,
+      picks: fc.array(fc.nat(9), { maxLength: 3 }),
+      bogus: fc.boolean(),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ t: fc.constant("status" as const), seat: seatArb }) },
-  { weight: 1, arbitrary: fc.record({ t: fc.constant("close" as const), seat: seatArb, force: fc.option(fc.boolean(), { nil: undefined }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      t: fc.constant("close" as const),
+      seat: seatArb,
+      force: fc.option(fc.boolean(), { nil: undefined }),
+    }),
+  },
   { weight: 2, arbitrary: fc.constant({ t: "join" as const }) },
 );
 
@@ -44,7 +70,14 @@ class RoomModel {
     return [...this.inbox.a, ...this.inbox.b];
   }
 
-  apply(op: Op): { status: number; error?: string; n?: number; messages?: { n: number; from: Seat; text: string }[]; acked?: number; ns?: number[] } {
+  apply(op: Op): {
+    status: number;
+    error?: string;
+    n?: number;
+    messages?: { n: number; from: Seat; text: string }[];
+    acked?: number;
+    ns?: number[];
+  } {
     if (!this.open) return { status: 404, error: "not_found" };
     switch (op.t) {
       case "join":
@@ -54,17 +87,24 @@ class RoomModel {
       case "send": {
         if (op.key !== undefined) {
           const earlier = this.keys.get(`${op.seat}:${op.key}`);
-          if (earlier) return earlier.text === op.text ? { status: 200, n: earlier.n } : { status: 409, error: "idempotency_conflict" };
+          if (earlier)
+            return earlier.text === op.text
+              ? { status: 200, n: earlier.n }
+              : { status: 409, error: "idempotency_conflict" };
         }
         const bytes = this.pending().reduce((sum, m) => sum + utf8Bytes(m.text), 0);
-        if (this.pending().length >= MAX_PENDING_MESSAGES || bytes + utf8Bytes(op.text) > MAX_PENDING_BYTES) return { status: 429, error: "mailbox_full" };
+        if (this.pending().length >= MAX_PENDING_MESSAGES || bytes + utf8Bytes(op.text) > MAX_PENDING_BYTES)
+          return { status: 429, error: "mailbox_full" };
         const message = { n: this.nextMessage++, text: op.text };
         this.inbox[peerOf(op.seat)].push(message);
         if (op.key !== undefined) this.keys.set(`${op.seat}:${op.key}`, message);
         return { status: 200, n: message.n };
       }
       case "recv":
-        return { status: 200, messages: this.inbox[op.seat].map((m) => ({ n: m.n, from: peerOf(op.seat), text: m.text })) };
+        return {
+          status: 200,
+          messages: this.inbox[op.seat].map((m) => ({ n: m.n, from: peerOf(op.seat), text: m.text })),
+        };
       case "ack":
         return { status: 200 };
       case "status":
@@ -116,8 +156,12 @@ async function runAgainstRelay(client: TestClient, ops: Op[]): Promise<void> {
         if (reply.status !== 404) fail(`ack after close: ${reply.status}`);
         continue;
       }
-      const expected = model.ack(op.seat, ids.filter((id) => numberOf.has(id)).map((id) => numberOf.get(id)!));
-      if (reply.status !== 200 || reply.body.acked !== expected || reply.body.ok !== true) fail(`ack: expected acked ${expected}, got ${reply.status} ${reply.text}`);
+      const expected = model.ack(
+        op.seat,
+        ids.filter((id) => numberOf.has(id)).map((id) => numberOf.get(id)!),
+      );
+      if (reply.status !== 200 || reply.body.acked !== expected || reply.body.ok !== true)
+        fail(`ack: expected acked ${expected}, got ${reply.status} ${reply.text}`);
       continue;
     }
     const expected = model.apply(op);
@@ -141,8 +185,10 @@ async function runAgainstRelay(client: TestClient, ops: Op[]): Promise<void> {
         break;
     }
     count(`${op.t} ${reply.status}${reply.body?.error ? ` ${reply.body.error}` : ""}`);
-    if (reply.status !== expected.status) fail(`${op.t}: expected ${expected.status}, got ${reply.status} ${reply.text.slice(0, 200)}`);
-    if (expected.error !== undefined && reply.body.error !== expected.error) fail(`${op.t}: expected error ${expected.error}, got ${reply.text.slice(0, 200)}`);
+    if (reply.status !== expected.status)
+      fail(`${op.t}: expected ${expected.status}, got ${reply.status} ${reply.text.slice(0, 200)}`);
+    if (expected.error !== undefined && reply.body.error !== expected.error)
+      fail(`${op.t}: expected error ${expected.error}, got ${reply.text.slice(0, 200)}`);
     if (reply.status !== 200) continue;
     if (op.t === "send") {
       const id: string = reply.body.id;
@@ -154,9 +200,16 @@ async function runAgainstRelay(client: TestClient, ops: Op[]): Promise<void> {
       } else if (known !== id) fail(`send: retry with key ${op.key} got ${id}, first got ${known}`);
     }
     if (op.t === "recv") {
-      const got = (reply.body.messages as { id: string; from: string; text: string }[]).map((m) => ({ n: numberOf.get(m.id), from: m.from, text: m.text }));
+      const got = (reply.body.messages as { id: string; from: string; text: string }[]).map((m) => ({
+        n: numberOf.get(m.id),
+        from: m.from,
+        text: m.text,
+      }));
       const want = expected.messages!.map((m) => ({ n: m.n, from: m.from, text: m.text }));
-      if (JSON.stringify(got) !== JSON.stringify(want)) fail(`recv for ${op.seat}: expected ${JSON.stringify(want).slice(0, 300)}, got ${JSON.stringify(got).slice(0, 300)}`);
+      if (JSON.stringify(got) !== JSON.stringify(want))
+        fail(
+          `recv for ${op.seat}: expected ${JSON.stringify(want).slice(0, 300)}, got ${JSON.stringify(got).slice(0, 300)}`,
+        );
     }
     if (op.t === "status") {
       const body = reply.body;
@@ -166,9 +219,16 @@ async function runAgainstRelay(client: TestClient, ops: Op[]): Promise<void> {
         pending_in: model.inbox[op.seat].length,
         pending_out: model.inbox[peerOf(op.seat)].length,
       };
-      const got = { members: body.members, peer_joined: body.peer_joined, pending_in: body.pending_in, pending_out: body.pending_out };
-      if (JSON.stringify(got) !== JSON.stringify(want)) fail(`status for ${op.seat}: expected ${JSON.stringify(want)}, got ${JSON.stringify(got)}`);
-      if (typeof body.peer_active !== "boolean" || !Number.isInteger(body.expires_in)) fail(`status shape: ${reply.text}`);
+      const got = {
+        members: body.members,
+        peer_joined: body.peer_joined,
+        pending_in: body.pending_in,
+        pending_out: body.pending_out,
+      };
+      if (JSON.stringify(got) !== JSON.stringify(want))
+        fail(`status for ${op.seat}: expected ${JSON.stringify(want)}, got ${JSON.stringify(got)}`);
+      if (typeof body.peer_active !== "boolean" || !Number.isInteger(body.expires_in))
+        fail(`status shape: ${reply.text}`);
     }
   }
   // Clean up what the property left open.

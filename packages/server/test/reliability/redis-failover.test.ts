@@ -54,18 +54,40 @@ interface Relays {
 
 async function startRelays(env: Record<string, string>): Promise<Relays> {
   const prefix = uniquePrefix();
-  const config = loadConfig({ HOST: "127.0.0.1", PORT: "0", RATE_LIMIT_REQUESTS: "0", RATE_LIMIT_ROOMS: "0", STATS_CACHE_MS: "0", REDIS_KEY_PREFIX: prefix, ...env });
+  const config = loadConfig({
+    HOST: "127.0.0.1",
+    PORT: "0",
+    RATE_LIMIT_REQUESTS: "0",
+    RATE_LIMIT_ROOMS: "0",
+    STATS_CACHE_MS: "0",
+    REDIS_KEY_PREFIX: prefix,
+    ...env,
+  });
   const errors: string[] = [];
-  const sink = new Writable({ write: (chunk, _enc, done) => (errors.length < 20 && errors.push(chunk.toString().slice(0, 600)), done()) });
+  const sink = new Writable({
+    write: (chunk, _enc, done) => (errors.length < 20 && errors.push(chunk.toString().slice(0, 600)), done()),
+  });
   const nodes: RunningRelay[] = [];
   for (let i = 0; i < RELAYS; i++) nodes.push(await startRelay(config, createLogger("error", sink)));
   await Promise.all(nodes.map((node) => waitUntilReady(node.url)));
-  return { client: new TestClient(nodes.map((node) => node.url)), errors, nodes, prefix, close: async () => void (await Promise.all(nodes.map((node) => node.shutdown()))) };
+  return {
+    client: new TestClient(nodes.map((node) => node.url)),
+    errors,
+    nodes,
+    prefix,
+    close: async () => void (await Promise.all(nodes.map((node) => node.shutdown()))),
+  };
 }
 
 /** A command on one node, on a short-lived connection; undefined when it does not answer. */
 async function on<T>(port: number, command: (client: Redis) => Promise<T>): Promise<T | undefined> {
-  const client = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 1000 });
+  const client = new Redis(port, "127.0.0.1", {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 1000,
+    commandTimeout: 1000,
+  });
   client.on("error", () => undefined);
   try {
     await client.connect();
@@ -90,7 +112,11 @@ const debugSleep = (port: number, seconds: number) =>
 const SENTINEL_FAULTS = ["sigkill", "sigstop", "sentinel-failover", "debug-sleep"] as const;
 const CLUSTER_FAULTS = ["sigkill", "cluster-failover-force", "sigstop"] as const;
 
-async function sentinelFault(topology: SpawnedSentinelTopology, kind: (typeof SENTINEL_FAULTS)[number], history: History): Promise<Failover> {
+async function sentinelFault(
+  topology: SpawnedSentinelTopology,
+  kind: (typeof SENTINEL_FAULTS)[number],
+  history: History,
+): Promise<Failover> {
   const master = await topology.master();
   const faultAt = history.now();
   if (kind === "sigkill") master.process.kill("SIGKILL");
@@ -107,11 +133,22 @@ async function sentinelFault(topology: SpawnedSentinelTopology, kind: (typeof SE
   return { kind, faultAt, promotedAt };
 }
 
-async function clusterFault(cluster: SpawnedCluster, kind: (typeof CLUSTER_FAULTS)[number], round: number, history: History, slotOf: Map<string, number>): Promise<Failover> {
+async function clusterFault(
+  cluster: SpawnedCluster,
+  kind: (typeof CLUSTER_FAULTS)[number],
+  round: number,
+  history: History,
+  slotOf: Map<string, number>,
+): Promise<Failover> {
   const view = await cluster.view();
-  const roomsOn = (slots: [number, number][]) => new Set([...slotOf].filter(([, slot]) => slots.some(([from, to]) => slot >= from && slot <= to)).map(([room]) => room));
+  const roomsOn = (slots: [number, number][]) =>
+    new Set(
+      [...slotOf].filter(([, slot]) => slots.some(([from, to]) => slot >= from && slot <= to)).map(([room]) => room),
+    );
   // Fail a master that holds some of the workload's rooms (a shard without any would show nothing).
-  const masters = view.filter((n) => n.role === "master" && n.slots.length > 0 && !n.failing && roomsOn(n.slots).size > 0).sort((x, y) => x.port - y.port);
+  const masters = view
+    .filter((n) => n.role === "master" && n.slots.length > 0 && !n.failing && roomsOn(n.slots).size > 0)
+    .sort((x, y) => x.port - y.port);
   const master = masters[round % masters.length]!;
   const replica = view.find((n) => n.role === "replica" && n.masterId === master.id && !n.failing);
   if (!replica) throw new Error(`master ${master.port} has no replica`);
@@ -142,30 +179,59 @@ const figures: Record<string, unknown> = {};
 afterAll(() => {
   if (!SOAK && process.env.DUET_FAILOVERS === undefined) return;
   mkdirSync(join(__dirname, "results"), { recursive: true });
-  writeFileSync(FIGURES_FILE, `${JSON.stringify({ failoversPerArm: FAILOVERS, rooms: ROOMS, relays: RELAYS, arms: figures }, null, 2)}\n`);
+  writeFileSync(
+    FIGURES_FILE,
+    `${JSON.stringify({ failoversPerArm: FAILOVERS, rooms: ROOMS, relays: RELAYS, arms: figures }, null, 2)}\n`,
+  );
 });
 
 /** Traffic through `faults` failovers, then the checker's figures for one arm. */
-async function runArm(name: string, writeAck: number, env: Record<string, string>, inject: (round: number, history: History, slotOf: Map<string, number>) => Promise<Failover>, keySlot?: (key: string) => Promise<number>) {
-  const relays = await startRelays({ ...env, REDIS_WRITE_ACK_REPLICAS: String(writeAck), REDIS_WRITE_ACK_TIMEOUT_MS: "500" });
+async function runArm(
+  name: string,
+  writeAck: number,
+  env: Record<string, string>,
+  inject: (round: number, history: History, slotOf: Map<string, number>) => Promise<Failover>,
+  keySlot?: (key: string) => Promise<number>,
+) {
+  const relays = await startRelays({
+    ...env,
+    REDIS_WRITE_ACK_REPLICAS: String(writeAck),
+    REDIS_WRITE_ACK_TIMEOUT_MS: "500",
+  });
   try {
     const history = new History();
     const deadline = Date.now() + (SOAK ? 1_200_000 : 150_000);
     const rooms = await Promise.all(Array.from({ length: ROOMS }, () => openRoomWithRetry(relays.client, deadline)));
     const slotOf = new Map<string, number>();
-    if (keySlot) for (const room of rooms) slotOf.set(room.code, await keySlot(new RedisKeys(relays.prefix).room(room.code)[0]));
+    if (keySlot)
+      for (const room of rooms) slotOf.set(room.code, await keySlot(new RedisKeys(relays.prefix).room(room.code)[0]));
     let faultsDone = false;
     let trafficDone = false;
     const traffic = Promise.all(
       rooms.map((room) =>
-        runRoomWorkload(room, { client: relays.client, history, messagesPerSeat: 1_000_000, recvWaitMs: 2000, sendGapMs: 40, deadline, stopSending: () => faultsDone }),
+        runRoomWorkload(room, {
+          client: relays.client,
+          history,
+          messagesPerSeat: 1_000_000,
+          recvWaitMs: 2000,
+          sendGapMs: 40,
+          deadline,
+          stopSending: () => faultsDone,
+        }),
       ),
     ).finally(() => (trafficDone = true));
 
     // A failover is recovered from when a send or ack that started after the fault succeeded
     // after the promotion, in a room on the failed shard.
     const recovered = (f: Failover) =>
-      history.operations.some((o) => (o.kind === "send" || o.kind === "ack") && o.outcome === "ok" && o.startedAt >= f.faultAt && o.endedAt >= f.promotedAt && (!f.rooms || f.rooms.has(o.room)));
+      history.operations.some(
+        (o) =>
+          (o.kind === "send" || o.kind === "ack") &&
+          o.outcome === "ok" &&
+          o.startedAt >= f.faultAt &&
+          o.endedAt >= f.promotedAt &&
+          (!f.rooms || f.rooms.has(o.room)),
+      );
     const failovers: Failover[] = [];
     try {
       for (let round = 0; round < FAILOVERS; round++) {
@@ -176,7 +242,8 @@ async function runArm(name: string, writeAck: number, env: Record<string, string
         // end before a client's first retry (a 503 says Retry-After: 1 s) on a loaded machine,
         // and leave the last failover with no success after it. 60 s only guards a hang;
         // expectArm then names the failover never recovered from.
-        for (const until = Date.now() + 60_000; !recovered(failover) && !trafficDone && Date.now() < until; ) await sleep(50);
+        for (const until = Date.now() + 60_000; !recovered(failover) && !trafficDone && Date.now() < until; )
+          await sleep(50);
       }
       await sleep(500);
     } finally {
@@ -186,15 +253,28 @@ async function runArm(name: string, writeAck: number, env: Record<string, string
     await traffic;
 
     const result = checkHistory(history);
-    const stateChanges = history.operations.filter((o) => (o.kind === "send" || o.kind === "ack") && o.outcome === "ok");
+    const stateChanges = history.operations.filter(
+      (o) => (o.kind === "send" || o.kind === "ack") && o.outcome === "ok",
+    );
     const recovery = failovers.map((f) => {
-      const first = Math.min(...stateChanges.filter((o) => o.startedAt >= f.faultAt && o.endedAt >= f.promotedAt && (!f.rooms || f.rooms.has(o.room))).map((o) => o.endedAt));
-      return { kind: f.kind, promoteMs: Math.round(f.promotedAt - f.faultAt), firstSuccessAfterPromotionMs: Math.round(first - f.promotedAt), firstSuccessAfterFaultMs: Math.round(first - f.faultAt) };
+      const first = Math.min(
+        ...stateChanges
+          .filter((o) => o.startedAt >= f.faultAt && o.endedAt >= f.promotedAt && (!f.rooms || f.rooms.has(o.room)))
+          .map((o) => o.endedAt),
+      );
+      return {
+        kind: f.kind,
+        promoteMs: Math.round(f.promotedAt - f.faultAt),
+        firstSuccessAfterPromotionMs: Math.round(first - f.promotedAt),
+        firstSuccessAfterFaultMs: Math.round(first - f.faultAt),
+      };
     });
     const statuses = history.operations.map((o) => o.status);
     const arm = {
       failovers: failovers.length,
-      kinds: Object.fromEntries([...new Set(failovers.map((f) => f.kind))].map((k) => [k, failovers.filter((f) => f.kind === k).length])),
+      kinds: Object.fromEntries(
+        [...new Set(failovers.map((f) => f.kind))].map((k) => [k, failovers.filter((f) => f.kind === k).length]),
+      ),
       sendAttempts: history.operations.filter((o) => o.kind === "send").length,
       acknowledgedSends: result.acknowledgedSends,
       lost: result.lost,
@@ -274,8 +354,11 @@ describe("Redis failover under traffic: Sentinel", () => {
   it.each(SOAK ? [0, 1, 2] : [0, 2])(
     `REDIS_WRITE_ACK_REPLICAS=%i across ${FAILOVERS} failovers`,
     async (writeAck) => {
-      const outcome = await runArm(`sentinel-ack${writeAck}`, writeAck, { REDIS_SENTINELS: topology.sentinels, REDIS_SENTINEL_NAME: topology.name }, (round, history) =>
-        sentinelFault(topology, SENTINEL_FAULTS[round % SENTINEL_FAULTS.length]!, history),
+      const outcome = await runArm(
+        `sentinel-ack${writeAck}`,
+        writeAck,
+        { REDIS_SENTINELS: topology.sentinels, REDIS_SENTINEL_NAME: topology.name },
+        (round, history) => sentinelFault(topology, SENTINEL_FAULTS[round % SENTINEL_FAULTS.length]!, history),
       );
       expectArm(outcome, writeAck === 2);
     },
@@ -307,7 +390,8 @@ describe("Redis failover under traffic: Cluster", () => {
         `cluster-ack${writeAck}`,
         writeAck,
         { REDIS_CLUSTER_NODES: cluster.seeds },
-        (round, history, slotOf) => clusterFault(cluster, CLUSTER_FAULTS[round % CLUSTER_FAULTS.length]!, round, history, slotOf),
+        (round, history, slotOf) =>
+          clusterFault(cluster, CLUSTER_FAULTS[round % CLUSTER_FAULTS.length]!, round, history, slotOf),
         keySlot,
       );
       expectArm(outcome, writeAck === 1);

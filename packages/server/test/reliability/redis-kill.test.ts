@@ -46,101 +46,119 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it(`loses no acknowledged send, stores none twice and hangs no request across ${KILLS} kills`, async () => {
-    const history = new History();
-    // The relay nodes share this process with the clients: a busy event loop delays both,
-    // and shows in the durations the checker measures. Reported beside them.
-    const loopDelay = monitorEventLoopDelay({ resolution: 10 });
-    loopDelay.enable();
-    const deadline = Date.now() + (SOAK ? 600_000 : 90_000);
-    const rooms = await Promise.all(Array.from({ length: ROOMS }, () => openRoomWithRetry(target.client, deadline)));
-    let trafficDone = false;
-    const traffic = Promise.all(
-      rooms.map((room) => runRoomWorkload(room, { client: target.client, history, messagesPerSeat: MESSAGES_PER_SEAT, recvWaitMs: 2000, sendGapMs: 20, deadline })),
-    ).finally(() => (trafficDone = true));
+  it(
+    `loses no acknowledged send, stores none twice and hangs no request across ${KILLS} kills`,
+    async () => {
+      const history = new History();
+      // The relay nodes share this process with the clients: a busy event loop delays both,
+      // and shows in the durations the checker measures. Reported beside them.
+      const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+      loopDelay.enable();
+      const deadline = Date.now() + (SOAK ? 600_000 : 90_000);
+      const rooms = await Promise.all(Array.from({ length: ROOMS }, () => openRoomWithRetry(target.client, deadline)));
+      let trafficDone = false;
+      const traffic = Promise.all(
+        rooms.map((room) =>
+          runRoomWorkload(room, {
+            client: target.client,
+            history,
+            messagesPerSeat: MESSAGES_PER_SEAT,
+            recvWaitMs: 2000,
+            sendGapMs: 20,
+            deadline,
+          }),
+        ),
+      ).finally(() => (trafficDone = true));
 
-    // Each kill waits for traffic to move on (a share of all the sends acknowledged since
-    // the one before), not for a time: however fast this machine runs the workload, every
-    // kill lands while traffic flows, and the kills end before the traffic can.
-    const acknowledged = () => history.operations.filter((o) => o.kind === "send" && o.status === 200).length;
-    const sendsBetweenKills = Math.floor((ROOMS * 2 * MESSAGES_PER_SEAT) / (KILLS + 2));
-    const downMs: number[] = [];
-    const kills: { issuedAt: number; restartedAt: number }[] = [];
-    for (let kill = 0; kill < KILLS; kill++) {
-      const from = acknowledged();
-      while (acknowledged() - from < sendsBetweenKills && !trafficDone) await sleep(20);
-      await sleep(Math.random() * 200);
-      const exited = new Promise((resolve) => redis.process.once("exit", resolve));
-      const issuedAt = history.now();
-      redis.process.kill("SIGKILL");
-      await exited;
-      const killedAt = Date.now();
-      await sleep(200);
-      // Same port, same data directory: the AOF is replayed on start.
-      redis = await spawnRedis([...persistence, "--dir", dataDir], redis.port);
-      kills.push({ issuedAt, restartedAt: history.now() });
-      downMs.push(Date.now() - killedAt);
-    }
-    // Every kill landed while traffic was flowing.
-    expect(trafficDone).toBe(false);
-    await traffic;
-    const trafficEndedAt = Date.now();
-    loopDelay.disable();
+      // Each kill waits for traffic to move on (a share of all the sends acknowledged since
+      // the one before), not for a time: however fast this machine runs the workload, every
+      // kill lands while traffic flows, and the kills end before the traffic can.
+      const acknowledged = () => history.operations.filter((o) => o.kind === "send" && o.status === 200).length;
+      const sendsBetweenKills = Math.floor((ROOMS * 2 * MESSAGES_PER_SEAT) / (KILLS + 2));
+      const downMs: number[] = [];
+      const kills: { issuedAt: number; restartedAt: number }[] = [];
+      for (let kill = 0; kill < KILLS; kill++) {
+        const from = acknowledged();
+        while (acknowledged() - from < sendsBetweenKills && !trafficDone) await sleep(20);
+        await sleep(Math.random() * 200);
+        const exited = new Promise((resolve) => redis.process.once("exit", resolve));
+        const issuedAt = history.now();
+        redis.process.kill("SIGKILL");
+        await exited;
+        const killedAt = Date.now();
+        await sleep(200);
+        // Same port, same data directory: the AOF is replayed on start.
+        redis = await spawnRedis([...persistence, "--dir", dataDir], redis.port);
+        kills.push({ issuedAt, restartedAt: history.now() });
+        downMs.push(Date.now() - killedAt);
+      }
+      // Every kill landed while traffic was flowing.
+      expect(trafficDone).toBe(false);
+      await traffic;
+      const trafficEndedAt = Date.now();
+      loopDelay.disable();
 
-    // Only everysec may lose acknowledged writes to a kill.
-    const result = checkHistory(history, fsync === "everysec" ? { kills } : {});
-    const sends = history.operations.filter((o) => o.kind === "send");
-    const figures = {
-      appendfsync: fsync,
-      rooms: ROOMS,
-      kills: KILLS,
-      medianDownMs: median(downMs),
-      sendAttempts: sends.length,
-      acknowledgedSends: result.acknowledgedSends,
-      expectedSends: ROOMS * 2 * MESSAGES_PER_SEAT,
-      lost: result.lost,
-      undoneByKill: result.undoneByKill,
-      undoneByKillExamples: result.undoneByKillExamples,
-      duplicates: result.duplicates,
-      redeliveredAfterAck: result.redeliveredAfterAck,
-      hungPastWaitPlus2s: result.hung,
-      hungExamples: result.hungExamples,
-      eventLoopDelayP99Ms: Math.round(loopDelay.percentile(99) / 1e6),
-      eventLoopDelayMaxMs: Math.round(loopDelay.max / 1e6),
-      unknownOutcomes: result.unknownOutcomes,
-      unknownSendsResolvedByRetry: result.unknownResolved,
-      status503: history.operations.filter((o) => o.status === 503).length,
-      operations: result.operations,
-    };
-    console.log(`FIGURES redis-kill ${JSON.stringify(figures)}`);
-    expect(result.violations).toEqual([]);
-    // Every send acknowledged (counted by text: a lost send's id can be minted again); if
-    // not, name the ones that never were and how their last attempt ended, and every 404/409
-    // the clients saw (a room ended early stops its senders).
-    const acknowledgedTexts = new Set(sends.filter((o) => o.outcome === "ok").map((o) => o.text));
-    const lastAttempt = new Map(sends.filter((o) => !acknowledgedTexts.has(o.text)).map((o) => [o.text, `${o.outcome} ${o.status}`]));
-    const endedOrRefused = history.operations.filter((o) => o.status === 404 || o.status === 409).map((o) => `${o.kind} ${o.status}`);
-    // The traffic's deadline cuts senders off mid-sequence: say so when it was reached.
-    expect({
-      acknowledged: result.acknowledgedSends,
-      neverAcknowledged: [...lastAttempt].slice(0, 10),
-      endedOrRefused: endedOrRefused.slice(0, 10),
-      deadlineReached: trafficEndedAt >= deadline,
-    }).toEqual({
-      acknowledged: ROOMS * 2 * MESSAGES_PER_SEAT,
-      neverAcknowledged: [],
-      endedOrRefused: [],
-      deadlineReached: false,
-    });
-    // always: nothing acknowledged is undone. everysec: what was is explained by a kill
-    // (result.violations above holds every loss and redelivery that is not, any reused id and
-    // any message a client resuming after the last id it saw would skip).
-    if (fsync === "always") expect({ lost: result.lost, undoneByKill: result.undoneByKill }).toEqual({ lost: 0, undoneByKill: 0 });
-    expect(result.duplicates).toBe(0);
-    expect(result.hung).toBe(0);
-    // The faults really happened and were seen by clients.
-    expect(figures.status503 + result.unknownOutcomes).toBeGreaterThan(0);
-  }, SOAK ? 700_000 : 120_000);
+      // Only everysec may lose acknowledged writes to a kill.
+      const result = checkHistory(history, fsync === "everysec" ? { kills } : {});
+      const sends = history.operations.filter((o) => o.kind === "send");
+      const figures = {
+        appendfsync: fsync,
+        rooms: ROOMS,
+        kills: KILLS,
+        medianDownMs: median(downMs),
+        sendAttempts: sends.length,
+        acknowledgedSends: result.acknowledgedSends,
+        expectedSends: ROOMS * 2 * MESSAGES_PER_SEAT,
+        lost: result.lost,
+        undoneByKill: result.undoneByKill,
+        undoneByKillExamples: result.undoneByKillExamples,
+        duplicates: result.duplicates,
+        redeliveredAfterAck: result.redeliveredAfterAck,
+        hungPastWaitPlus2s: result.hung,
+        hungExamples: result.hungExamples,
+        eventLoopDelayP99Ms: Math.round(loopDelay.percentile(99) / 1e6),
+        eventLoopDelayMaxMs: Math.round(loopDelay.max / 1e6),
+        unknownOutcomes: result.unknownOutcomes,
+        unknownSendsResolvedByRetry: result.unknownResolved,
+        status503: history.operations.filter((o) => o.status === 503).length,
+        operations: result.operations,
+      };
+      console.log(`FIGURES redis-kill ${JSON.stringify(figures)}`);
+      expect(result.violations).toEqual([]);
+      // Every send acknowledged (counted by text: a lost send's id can be minted again); if
+      // not, name the ones that never were and how their last attempt ended, and every 404/409
+      // the clients saw (a room ended early stops its senders).
+      const acknowledgedTexts = new Set(sends.filter((o) => o.outcome === "ok").map((o) => o.text));
+      const lastAttempt = new Map(
+        sends.filter((o) => !acknowledgedTexts.has(o.text)).map((o) => [o.text, `${o.outcome} ${o.status}`]),
+      );
+      const endedOrRefused = history.operations
+        .filter((o) => o.status === 404 || o.status === 409)
+        .map((o) => `${o.kind} ${o.status}`);
+      // The traffic's deadline cuts senders off mid-sequence: say so when it was reached.
+      expect({
+        acknowledged: result.acknowledgedSends,
+        neverAcknowledged: [...lastAttempt].slice(0, 10),
+        endedOrRefused: endedOrRefused.slice(0, 10),
+        deadlineReached: trafficEndedAt >= deadline,
+      }).toEqual({
+        acknowledged: ROOMS * 2 * MESSAGES_PER_SEAT,
+        neverAcknowledged: [],
+        endedOrRefused: [],
+        deadlineReached: false,
+      });
+      // always: nothing acknowledged is undone. everysec: what was is explained by a kill
+      // (result.violations above holds every loss and redelivery that is not, any reused id and
+      // any message a client resuming after the last id it saw would skip).
+      if (fsync === "always")
+        expect({ lost: result.lost, undoneByKill: result.undoneByKill }).toEqual({ lost: 0, undoneByKill: 0 });
+      expect(result.duplicates).toBe(0);
+      expect(result.hung).toBe(0);
+      // The faults really happened and were seen by clients.
+      expect(figures.status503 + result.unknownOutcomes).toBeGreaterThan(0);
+    },
+    SOAK ? 700_000 : 120_000,
+  );
 });
 
 describe("Redis SIGKILL and restart without persistence", () => {
@@ -159,12 +177,18 @@ describe("Redis SIGKILL and restart without persistence", () => {
       while ((await client.call("GET", "/readyz")).status !== 200 && Date.now() < deadline) await sleep(50);
       const statuses = new Map<string, number>();
       for (const room of rooms) {
-        for (const reply of [await client.recv(room.code, room.b, 0), await client.send(room.code, room.a, "after", "k"), await client.status(room.code, room.a)]) {
+        for (const reply of [
+          await client.recv(room.code, room.b, 0),
+          await client.send(room.code, room.a, "after", "k"),
+          await client.status(room.code, room.a),
+        ]) {
           const key = `${reply.status} ${reply.body.error ?? ""}`.trim();
           statuses.set(key, (statuses.get(key) ?? 0) + 1);
         }
       }
-      console.log(`FIGURES redis-kill-no-persistence ${JSON.stringify({ rooms: rooms.length, answers: Object.fromEntries(statuses) })}`);
+      console.log(
+        `FIGURES redis-kill-no-persistence ${JSON.stringify({ rooms: rooms.length, answers: Object.fromEntries(statuses) })}`,
+      );
       expect(Object.fromEntries(statuses)).toEqual({ "404 not_found": rooms.length * 3 });
       expect((await client.pairedRoom()).code).toBeDefined();
     } finally {

@@ -44,7 +44,11 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     const blackholeMs = 10_000;
     const deadline = Date.now() + 60_000;
     // Steady traffic in the rooms, plus a prober doing every kind of call.
-    const traffic = Promise.all(rooms.map((room) => runRoomWorkload(room, { client, history, messagesPerSeat: 150, recvWaitMs: 1000, sendGapMs: 50, deadline })));
+    const traffic = Promise.all(
+      rooms.map((room) =>
+        runRoomWorkload(room, { client, history, messagesPerSeat: 150, recvWaitMs: 1000, sendGapMs: 50, deadline }),
+      ),
+    );
     const probes: Operation[] = [];
     let probing = true;
     const prober = (async () => {
@@ -69,7 +73,17 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
         }
         // A correct refusal (join of a full room) is as good as a 200 here.
         const shown = expected.includes(status) ? 200 : status;
-        probes.push({ kind: "recv", label, room: "probe", seat: "a", outcome: History.outcomeOf(shown), status: shown, startedAt, endedAt: history.now(), waitMs: label === "recv" ? 500 : 0 });
+        probes.push({
+          kind: "recv",
+          label,
+          room: "probe",
+          seat: "a",
+          outcome: History.outcomeOf(shown),
+          status: shown,
+          startedAt,
+          endedAt: history.now(),
+          waitMs: label === "recv" ? 500 : 0,
+        });
         await sleep(20);
       }
     })();
@@ -84,7 +98,9 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     // Recovery: the first send that succeeds after Redis returns.
     let recoveredInMs = Infinity;
     for (let attempt = 0; Date.now() - resumedAt < 10_000; await sleep(25)) {
-      const reply = await client.send(probeRoom.code, probeRoom.a, `probe ${attempt++}`, `probe-${attempt}`).catch(() => undefined);
+      const reply = await client
+        .send(probeRoom.code, probeRoom.a, `probe ${attempt++}`, `probe-${attempt}`)
+        .catch(() => undefined);
       if (reply?.status === 200) {
         recoveredInMs = Date.now() - resumedAt;
         break;
@@ -101,7 +117,9 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     for (const op of during) statuses.set(op.status, (statuses.get(op.status) ?? 0) + 1);
     const failDurations = during.filter((o) => o.status === 503).map((o) => o.endedAt - o.startedAt);
     const hung = all.filter((o) => isHung(history, o));
-    const unexpected = all.filter((o) => ![200, 503].includes(o.status) && !(o.status === 429 && o.error === "mailbox_full"));
+    const unexpected = all.filter(
+      (o) => ![200, 503].includes(o.status) && !(o.status === 429 && o.error === "mailbox_full"),
+    );
     const result = checkHistory(history);
     const figures = {
       blackholeMs,
@@ -118,7 +136,9 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       duplicates: result.duplicates,
     };
     console.log(`FIGURES redis-blackhole ${JSON.stringify(figures)}`);
-    expect(hung.map((o) => `${o.label ?? o.kind} ${o.status} ${Math.round(o.endedAt - o.startedAt)}ms wait ${o.waitMs}`)).toEqual([]);
+    expect(
+      hung.map((o) => `${o.label ?? o.kind} ${o.status} ${Math.round(o.endedAt - o.startedAt)}ms wait ${o.waitMs}`),
+    ).toEqual([]);
     expect(unexpected.map((o) => `${o.label ?? o.kind} ${o.status} ${o.error}`)).toEqual([]);
     expect(statuses.get(503) ?? 0).toBeGreaterThan(0);
     expect(recoveredInMs).toBeLessThan(2000);
@@ -143,10 +163,22 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       }
     })();
     const traffic = Promise.all([
-      ...keyed.map((room) => runRoomWorkload(room, { client, history, messagesPerSeat: 60, recvWaitMs: 1000, sendGapMs: 5, deadline })),
+      ...keyed.map((room) =>
+        runRoomWorkload(room, { client, history, messagesPerSeat: 60, recvWaitMs: 1000, sendGapMs: 5, deadline }),
+      ),
       // No key: an unknown outcome is not retried (it cannot be, safely); the checker still
       // requires that no text is stored twice and that nothing is lost that returned an id.
-      ...unkeyed.map((room) => runRoomWorkload(room, { client, history, messagesPerSeat: 60, recvWaitMs: 1000, sendGapMs: 5, deadline, idempotent: false })),
+      ...unkeyed.map((room) =>
+        runRoomWorkload(room, {
+          client,
+          history,
+          messagesPerSeat: 60,
+          recvWaitMs: 1000,
+          sendGapMs: 5,
+          deadline,
+          idempotent: false,
+        }),
+      ),
     ]);
     await traffic;
     resetting = false;
@@ -212,7 +244,9 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       expect(subscriberPort).toBeDefined();
       expect(proxy.blackholeConnection(subscriberPort!)).toBe(true);
       const started = Date.now();
-      const reply = await client.recv(second.code, second.b, 1000, { node: 0, signal: AbortSignal.timeout(15_000) }).catch((e) => ({ status: 0, body: { error: String(e) } }));
+      const reply = await client
+        .recv(second.code, second.b, 1000, { node: 0, signal: AbortSignal.timeout(15_000) })
+        .catch((e) => ({ status: 0, body: { error: String(e) } }));
       const tookMs = Date.now() - started;
       console.log(`FIGURES subscriber-blackhole ${JSON.stringify({ status: reply.status, tookMs })}`);
       proxy.resume();
@@ -253,7 +287,9 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       const sentAt = Date.now();
       const { reply, at } = await waiting;
       const delayMs = at - sentAt;
-      console.log(`FIGURES subscriber-heartbeat ${JSON.stringify({ status: reply.status, delayMs, heartbeatMs: 1000 })}`);
+      console.log(
+        `FIGURES subscriber-heartbeat ${JSON.stringify({ status: reply.status, delayMs, heartbeatMs: 1000 })}`,
+      );
       expect(reply.body.messages).toEqual([{ id: sent.body.id, from: "a", text: "through the heartbeat" }]);
       // Found by a heartbeat (every 1 s, answered within 1 s), long before the recv's 20 s wait.
       expect(delayMs).toBeLessThan(1000 + COMMAND_TIMEOUT_MS + 3000);
@@ -278,7 +314,9 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     });
     try {
       const rooms = await Promise.all(Array.from({ length: 20 }, () => relay.client.pairedRoom()));
-      const waiting = rooms.map((room) => relay.client.recv(room.code, room.b, 20_000).catch(() => ({ status: 0, body: {} as any })));
+      const waiting = rooms.map((room) =>
+        relay.client.recv(room.code, room.b, 20_000).catch(() => ({ status: 0, body: {} as any })),
+      );
       let exit: string | undefined;
       relay.process!.once("exit", (code, signal) => (exit = `${code ?? signal}`));
       for (let i = 0; i < 200 && exit === undefined; i++) {
@@ -292,13 +330,19 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       let delivered = 0;
       for (const [i, room] of rooms.entries()) {
         let sent: { status: number } = { status: 0 };
-        for (let attempt = 0; attempt < 20 && sent.status !== 200; attempt++, await sleep(100)) sent = await relay.client.send(room.code, room.a, `after ${i}`, `after-${i}`);
+        for (let attempt = 0; attempt < 20 && sent.status !== 200; attempt++, await sleep(100))
+          sent = await relay.client.send(room.code, room.a, `after ${i}`, `after-${i}`);
         expect(sent.status).toBe(200);
         const first = replies[i]!;
-        const got = first.status === 200 && first.body.messages?.length ? first : await relay.client.recv(room.code, room.b, 5000);
+        const got =
+          first.status === 200 && first.body.messages?.length
+            ? first
+            : await relay.client.recv(room.code, room.b, 5000);
         if (got.body.messages?.[0]?.text === `after ${i}`) delivered++;
       }
-      console.log(`FIGURES reset-storm ${JSON.stringify({ resets: 200, processExit: exit ?? "none", delivered, rooms: rooms.length })}`);
+      console.log(
+        `FIGURES reset-storm ${JSON.stringify({ resets: 200, processExit: exit ?? "none", delivered, rooms: rooms.length })}`,
+      );
       expect(delivered).toBe(rooms.length);
     } finally {
       await relay.close();
@@ -311,9 +355,13 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     const deadline = Date.now() + 60_000;
     const rooms = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, deadline)));
     proxy.setLatency(300);
-    await Promise.all(rooms.map((room) => runRoomWorkload(room, { client, history, messagesPerSeat: 8, recvWaitMs: 1000, deadline })));
+    await Promise.all(
+      rooms.map((room) => runRoomWorkload(room, { client, history, messagesPerSeat: 8, recvWaitMs: 1000, deadline })),
+    );
     const slow = checkHistory(history);
-    const slowSends = history.operations.filter((o) => o.kind === "send" && o.outcome === "ok").map((o) => o.endedAt - o.startedAt);
+    const slowSends = history.operations
+      .filter((o) => o.kind === "send" && o.outcome === "ok")
+      .map((o) => o.endedAt - o.startedAt);
 
     proxy.setLatency(1500);
     // Each probe's time, less the event loop's stalls meanwhile (StallClock in history.ts).
@@ -327,10 +375,17 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     proxy.setLatency(0);
     await sleep(1600); // replies held in the link drain
     let recoveredSend = 0;
-    for (let i = 0; i < 20 && recoveredSend !== 200; i++, await sleep(100)) recoveredSend = (await client.send(rooms[1]!.code, rooms[1]!.a, "after", "after")).status;
+    for (let i = 0; i < 20 && recoveredSend !== 200; i++, await sleep(100))
+      recoveredSend = (await client.send(rooms[1]!.code, rooms[1]!.a, "after", "after")).status;
 
     const figures = {
-      latency300: { acknowledgedSends: slow.acknowledgedSends, lost: slow.lost, duplicates: slow.duplicates, hung: slow.hung, medianSendMs: median(slowSends) },
+      latency300: {
+        acknowledgedSends: slow.acknowledgedSends,
+        lost: slow.lost,
+        duplicates: slow.duplicates,
+        hung: slow.hung,
+        medianSendMs: median(slowSends),
+      },
       latency1500: { statuses: probes.map((p) => p.status), maxMs: Math.max(...probes.map((p) => p.ms)) },
       recoveredSend,
     };

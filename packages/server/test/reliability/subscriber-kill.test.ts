@@ -19,7 +19,10 @@ describe("subscriber connection killed repeatedly", () => {
   let admin: Redis;
   beforeAll(async () => {
     redis = await spawnRedis();
-    target = await startTarget("redis-3-nodes", { REDIS_URL: redis.url, WAKE_RECHECK_SECONDS: String(RECHECK_SECONDS) });
+    target = await startTarget("redis-3-nodes", {
+      REDIS_URL: redis.url,
+      WAKE_RECHECK_SECONDS: String(RECHECK_SECONDS),
+    });
     admin = new Redis(redis.url);
   });
   afterAll(async () => {

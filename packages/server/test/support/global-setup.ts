@@ -28,7 +28,11 @@ export default async function globalSetup() {
     await setUp();
   } catch (error) {
     // Jest skips the global teardown when the setup fails: undo what was started here.
-    await Promise.all([globalThis.__TEST_REDIS_STOP__?.(), globalThis.__TEST_CLUSTER_STOP__?.(), globalThis.__TEST_SENTINEL_STOP__?.()]);
+    await Promise.all([
+      globalThis.__TEST_REDIS_STOP__?.(),
+      globalThis.__TEST_CLUSTER_STOP__?.(),
+      globalThis.__TEST_SENTINEL_STOP__?.(),
+    ]);
     rmSync(globalThis.__TEST_TMPDIR__, { recursive: true, force: true });
     throw error;
   }
@@ -37,7 +41,10 @@ export default async function globalSetup() {
 async function setUp() {
   // The black-box target runs the built server: build it from the current source (~2 s).
   // (the shared fixtures too: jest loads this file without its module mapping).
-  execFileSync("pnpm", ["--filter", "@duet/server...", "--filter", "@duet/testkit", "build"], { cwd: join(__dirname, "../../../.."), stdio: "ignore" });
+  execFileSync("pnpm", ["--filter", "@duet/server...", "--filter", "@duet/testkit", "build"], {
+    cwd: join(__dirname, "../../../.."),
+    stdio: "ignore",
+  });
   const { spawnCluster, spawnRedis, spawnSentinelTopology, which } = await import("@duet/testkit");
   // The Sentinel target: REDIS_SENTINELS (+ REDIS_SENTINEL_NAME) if set, else a master, two
   // replicas and three sentinels spawned here. down-after 10 s: no failover is wanted

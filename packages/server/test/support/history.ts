@@ -56,7 +56,10 @@ export class StallClock {
   private readonly stalls: { start: number; end: number }[] = [];
   private last: number;
 
-  constructor(private readonly now: () => number, private readonly tickMs = 20) {
+  constructor(
+    private readonly now: () => number,
+    private readonly tickMs = 20,
+  ) {
     this.last = now();
     setInterval(() => {
       const at = now();
@@ -100,7 +103,8 @@ export class History {
 }
 
 /** The text a workload sends: unique, and naming its sender and place in the sequence. */
-export const messageText = (room: string, seat: string, seq: number, padding = "") => `m|${room}|${seat}|${seq}|${padding}`;
+export const messageText = (room: string, seat: string, seq: number, padding = "") =>
+  `m|${room}|${seat}|${seq}|${padding}`;
 
 const parseText = (text: string) => {
   const [tag, room, seat, seq] = text.split("|");
@@ -180,7 +184,8 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     okSends.set(textKey, { room: op.room, id: op.id, text: op.text!, op });
     okTextsById.set(`${op.room}|${op.id}`, (okTextsById.get(`${op.room}|${op.id}`) ?? new Set()).add(op.text!));
   }
-  for (const [key, ids] of idsByKey) if (ids.size > 1) violate(`idempotency key ${key} resolved to ${ids.size} ids: ${[...ids].join(",")}`);
+  for (const [key, ids] of idsByKey)
+    if (ids.size > 1) violate(`idempotency key ${key} resolved to ${ids.size} ids: ${[...ids].join(",")}`);
 
   // ---- recvs: phantom, duplicates, order ---------------------------------------------
   const idsByText = new Map<string, Set<string>>();
@@ -200,18 +205,23 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
       const parsed = parseText(message.text);
       const attempts = attemptedTexts.get(`${op.room}|${message.from}|${message.text}`);
       if (!parsed || parsed.room !== op.room || parsed.seat !== message.from || !attempts) {
-        violate(`phantom message ${message.id} in ${op.room}: nobody sent ${JSON.stringify(message.text.slice(0, 80))}`);
+        violate(
+          `phantom message ${message.id} in ${op.room}: nobody sent ${JSON.stringify(message.text.slice(0, 80))}`,
+        );
         continue;
       }
-      if (attempts.every((outcome) => outcome === "fail")) violate(`message ${message.id} was stored though every send of it was refused`);
-      if (parsed.seq <= lastSeq) violate(`order broken in ${op.room} from ${message.from}: seq ${parsed.seq} after ${lastSeq}`);
+      if (attempts.every((outcome) => outcome === "fail"))
+        violate(`message ${message.id} was stored though every send of it was refused`);
+      if (parsed.seq <= lastSeq)
+        violate(`order broken in ${op.room} from ${message.from}: seq ${parsed.seq} after ${lastSeq}`);
       lastSeq = parsed.seq;
       const textKey = `${op.room}|${message.from}|${message.text}`;
       const ids = idsByText.get(textKey) ?? new Set<string>();
       ids.add(message.id);
       idsByText.set(textKey, ids);
       const sentTexts = okTextsById.get(`${op.room}|${message.id}`);
-      if (sentTexts && !sentTexts.has(message.text)) violate(`id ${message.id} in ${op.room} came back with another text`);
+      if (sentTexts && !sentTexts.has(message.text))
+        violate(`id ${message.id} in ${op.room} came back with another text`);
     }
   }
 
@@ -222,7 +232,10 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
     for (const message of op.messages ?? []) {
       const key = `${op.room}|${message.id}`;
-      deliveries.set(key, [...(deliveries.get(key) ?? []), { startedAt: op.startedAt, endedAt: op.endedAt, text: message.text }]);
+      deliveries.set(key, [
+        ...(deliveries.get(key) ?? []),
+        { startedAt: op.startedAt, endedAt: op.endedAt, text: message.text },
+      ]);
     }
   }
 
@@ -277,7 +290,8 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   // (docs/protocol.md §2). Seen in acknowledged sends or in deliveries.
   let idsReused = 0;
   const textsById = new Map<string, Set<string>>(okTextsById);
-  for (const [key, list] of deliveries) for (const d of list) textsById.set(key, new Set(textsById.get(key)).add(d.text));
+  for (const [key, list] of deliveries)
+    for (const d of list) textsById.set(key, new Set(textsById.get(key)).add(d.text));
   for (const [key, texts] of textsById) {
     if (texts.size < 2) continue;
     idsReused++;
@@ -295,11 +309,18 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     if (ids.size < 2) continue;
     const [room, , ...rest] = textKey.split("|");
     const text = rest.join("|");
-    const firstSeen = (id: string) => Math.min(...(deliveries.get(`${room}|${id}`) ?? []).filter((d) => d.text === text).map((d) => d.endedAt));
+    const firstSeen = (id: string) =>
+      Math.min(...(deliveries.get(`${room}|${id}`) ?? []).filter((d) => d.text === text).map((d) => d.endedAt));
     const copies = [...ids].sort((x, y) => firstSeen(x) - firstSeen(y));
     for (let i = 0; i + 1 < copies.length; i++) {
       const description = `one send stored ${ids.size} times: ${textKey.slice(0, 80)} as ${copies.join(",")}`;
-      undone(description, firstAttempt.get(textKey) ?? -Infinity, firstSeen(copies[i]!), firstSeen(copies[i + 1]!), () => duplicates++);
+      undone(
+        description,
+        firstAttempt.get(textKey) ?? -Infinity,
+        firstSeen(copies[i]!),
+        firstSeen(copies[i + 1]!),
+        () => duplicates++,
+      );
     }
   }
 
@@ -316,9 +337,17 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   let redeliveredAfterAck = 0;
   for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
     for (const message of op.messages ?? []) {
-      const ack = (acks.get(`${op.room}|${message.id}`) ?? []).find((a) => a.endedAt < op.startedAt && a.texts.has(message.text));
+      const ack = (acks.get(`${op.room}|${message.id}`) ?? []).find(
+        (a) => a.endedAt < op.startedAt && a.texts.has(message.text),
+      );
       if (ack) {
-        undone(`id ${message.id} in ${op.room} delivered by a recv started ${Math.round(op.startedAt - ack.endedAt)} ms after its ack`, ack.startedAt, ack.endedAt, op.endedAt, () => redeliveredAfterAck++);
+        undone(
+          `id ${message.id} in ${op.room} delivered by a recv started ${Math.round(op.startedAt - ack.endedAt)} ms after its ack`,
+          ack.startedAt,
+          ack.endedAt,
+          op.endedAt,
+          () => redeliveredAfterAck++,
+        );
       }
     }
   }
@@ -331,7 +360,9 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   let skippedOnResume = 0;
   const highestSeen = new Map<string, number>();
   const firstDelivered = new Set<string>();
-  for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok").sort((x, y) => x.startedAt - y.startedAt)) {
+  for (const op of ops
+    .filter((o) => o.kind === "recv" && o.outcome === "ok")
+    .sort((x, y) => x.startedAt - y.startedAt)) {
     const reader = `${op.room}|${op.seat}`;
     const before = highestSeen.get(reader) ?? -Infinity;
     let highest = before;
@@ -342,7 +373,9 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
         firstDelivered.add(key);
         if (id <= before) {
           skippedOnResume++;
-          violate(`message ${message.id} in ${op.room} first delivered after id ${before}: a client resuming after that id would skip it`);
+          violate(
+            `message ${message.id} in ${op.room} first delivered after id ${before}: a client resuming after that id would skip it`,
+          );
         }
       }
       highest = Math.max(highest, id);
@@ -366,10 +399,15 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   const hungExamples = hungOps
     .sort((x, y) => y.endedAt - y.startedAt - (x.endedAt - x.startedAt))
     .slice(0, 10)
-    .map((op) => `${op.kind} ${op.status}${op.error ? ` ${op.error}` : ""} ${Math.round(op.endedAt - op.startedAt)}ms wait ${op.waitMs ?? 0} at ${Math.round(op.startedAt)} (event loop stalled ${Math.round(history.stalls.within(op.startedAt, op.endedAt))}ms meanwhile)`);
+    .map(
+      (op) =>
+        `${op.kind} ${op.status}${op.error ? ` ${op.error}` : ""} ${Math.round(op.endedAt - op.startedAt)}ms wait ${op.waitMs ?? 0} at ${Math.round(op.startedAt)} (event loop stalled ${Math.round(history.stalls.within(op.startedAt, op.endedAt))}ms meanwhile)`,
+    );
   const unknownSends = ops.filter((o) => o.kind === "send" && o.outcome === "unknown");
   const resolvedKeys = new Set([...idsByKey.keys()]);
-  const unknownResolved = unknownSends.filter((o) => o.idempotencyKey !== undefined && resolvedKeys.has(`${o.room}|${o.seat}|${o.idempotencyKey}`)).length;
+  const unknownResolved = unknownSends.filter(
+    (o) => o.idempotencyKey !== undefined && resolvedKeys.has(`${o.room}|${o.seat}|${o.idempotencyKey}`),
+  ).length;
 
   return {
     violations,
@@ -393,6 +431,10 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
  * Whether a request took longer than its wait plus margin, not counting the time this
  * process's event loop was stalled meanwhile (see StallClock).
  */
-export function isHung(history: History, op: Pick<Operation, "startedAt" | "endedAt" | "waitMs">, margin = 2000): boolean {
+export function isHung(
+  history: History,
+  op: Pick<Operation, "startedAt" | "endedAt" | "waitMs">,
+  margin = 2000,
+): boolean {
   return op.endedAt - op.startedAt - history.stalls.within(op.startedAt, op.endedAt) > (op.waitMs ?? 0) + margin;
 }

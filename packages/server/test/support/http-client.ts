@@ -58,7 +58,11 @@ export class TestClient {
     return this.call<JoinResponse>("POST", "/v1/join", { body: { code }, ...options });
   }
   send(code: string, token: string, text: string, idempotencyKey?: string, options: CallOptions = {}) {
-    return this.call("POST", "/v1/send", { body: { code, text, ...(idempotencyKey === undefined ? {} : { idempotency_key: idempotencyKey }) }, token, ...options });
+    return this.call("POST", "/v1/send", {
+      body: { code, text, ...(idempotencyKey === undefined ? {} : { idempotency_key: idempotencyKey }) },
+      token,
+      ...options,
+    });
   }
   /** wait "default" leaves the parameter out. */
   recv(code: string, token: string, wait: number | "default" = 0, options: CallOptions = {}) {
@@ -71,7 +75,11 @@ export class TestClient {
     return this.call("GET", "/v1/status", { query: { code }, token, ...options });
   }
   close(code: string, token: string, force?: boolean, options: CallOptions = {}) {
-    return this.call("POST", "/v1/close", { body: force === undefined ? { code } : { code, force }, token, ...options });
+    return this.call("POST", "/v1/close", {
+      body: force === undefined ? { code } : { code, force },
+      token,
+      ...options,
+    });
   }
   stats(options: CallOptions = {}) {
     return this.call("GET", "/v1/stats", options);

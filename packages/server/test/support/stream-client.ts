@@ -34,13 +34,21 @@ export interface StreamOptions {
   format?: "sse" | "ndjson";
 }
 
-export async function openStream(client: TestClient, code: string, token: string, options: StreamOptions = {}): Promise<TestStream> {
+export async function openStream(
+  client: TestClient,
+  code: string,
+  token: string,
+  options: StreamOptions = {},
+): Promise<TestStream> {
   const url = new URL("/v1/stream", client.nodeUrl(options.node ?? 0));
   url.searchParams.set("code", code);
   if (options.format) url.searchParams.set("format", options.format);
   for (const [name, value] of Object.entries(options.query ?? {})) url.searchParams.set(name, value);
   const abort = new AbortController();
-  const response = await fetch(url, { headers: { "user-agent": USER_AGENT, authorization: `Bearer ${token}`, ...options.headers }, signal: abort.signal });
+  const response = await fetch(url, {
+    headers: { "user-agent": USER_AGENT, authorization: `Bearer ${token}`, ...options.headers },
+    signal: abort.signal,
+  });
   const events: StreamEvent[] = [];
   let raw = "";
   let ended = false;

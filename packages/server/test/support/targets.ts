@@ -16,7 +16,15 @@ import { killOnExit } from "@duet/testkit";
 export type TargetKind = "memory" | "redis" | "redis-3-nodes" | "cluster" | "cluster-3-nodes" | "sentinel" | "process";
 
 /** Targets the whole behaviour suite runs on. */
-export const BEHAVIOUR_TARGETS: TargetKind[] = ["memory", "redis", "redis-3-nodes", "cluster", "cluster-3-nodes", "sentinel", "process"];
+export const BEHAVIOUR_TARGETS: TargetKind[] = [
+  "memory",
+  "redis",
+  "redis-3-nodes",
+  "cluster",
+  "cluster-3-nodes",
+  "sentinel",
+  "process",
+];
 
 export interface RelayTarget {
   kind: TargetKind;
@@ -52,7 +60,12 @@ export async function startTarget(kind: TargetKind, env: Record<string, string> 
     ...(kind === "memory" || onCluster || onSentinel ? {} : { REDIS_URL: process.env.REDIS_URL! }),
     ...(onCluster ? { REDIS_CLUSTER_NODES: process.env.REDIS_CLUSTER_NODES! } : {}),
     ...(onSentinel
-      ? { REDIS_SENTINELS: process.env.REDIS_SENTINELS!, REDIS_SENTINEL_NAME: process.env.REDIS_SENTINEL_NAME!, REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "1000" }
+      ? {
+          REDIS_SENTINELS: process.env.REDIS_SENTINELS!,
+          REDIS_SENTINEL_NAME: process.env.REDIS_SENTINEL_NAME!,
+          REDIS_WRITE_ACK_REPLICAS: "1",
+          REDIS_WRITE_ACK_TIMEOUT_MS: "1000",
+        }
       : {}),
     ...env,
   };
@@ -87,7 +100,10 @@ const MAIN_JS = join(__dirname, "../../dist/main.js");
 /** The built server as its own process: what `pnpm start` runs. */
 async function startProcessTarget(env: Record<string, string>): Promise<RelayTarget> {
   if (!existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: run 'pnpm build' first`);
-  const child = spawn(process.execPath, [MAIN_JS], { env: { PATH: process.env.PATH!, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [MAIN_JS], {
+    env: { PATH: process.env.PATH!, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   killOnExit(child);
   let output = "";
   child.stdout.on("data", (chunk) => (output += chunk));
@@ -123,7 +139,10 @@ async function startProcessTarget(env: Record<string, string>): Promise<RelayTar
 }
 
 /** Runs body once per target kind, with a fresh relay per kind shared by its tests. */
-export function forEachTarget(body: (target: () => RelayTarget) => void, options: { kinds?: TargetKind[]; env?: Record<string, string> } = {}) {
+export function forEachTarget(
+  body: (target: () => RelayTarget) => void,
+  options: { kinds?: TargetKind[]; env?: Record<string, string> } = {},
+) {
   describe.each(options.kinds ?? BEHAVIOUR_TARGETS)("on %s", (kind) => {
     let target: RelayTarget | undefined;
     beforeAll(async () => {

@@ -32,7 +32,12 @@ export interface Room {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** One call with a client-side ceiling, turned into an operation record. */
-async function timedCall(history: History, base: Omit<Operation, "outcome" | "status" | "startedAt" | "endedAt">, call: (signal: AbortSignal) => Promise<Reply>, ceilingMs: number) {
+async function timedCall(
+  history: History,
+  base: Omit<Operation, "outcome" | "status" | "startedAt" | "endedAt">,
+  call: (signal: AbortSignal) => Promise<Reply>,
+  ceilingMs: number,
+) {
   const startedAt = history.now();
   let reply: Reply | undefined;
   let error: string | undefined;
@@ -100,7 +105,8 @@ export async function runRoomWorkload(room: Room, options: WorkloadOptions): Pro
         (signal) => client.recv(room.code, token, peerFinished ? 0 : recvWaitMs, { signal }),
         recvWaitMs + 10_000,
       );
-      if (op.outcome === "ok") op.messages = (reply!.body.messages as Delivered[]).map(({ id, from, text }) => ({ id, from, text }));
+      if (op.outcome === "ok")
+        op.messages = (reply!.body.messages as Delivered[]).map(({ id, from, text }) => ({ id, from, text }));
       history.record(op);
       if (op.status === 404) ended = true;
       if (op.outcome !== "ok") {
@@ -112,7 +118,12 @@ export async function runRoomWorkload(room: Room, options: WorkloadOptions): Pro
       if (ids.length > 0) {
         // Ack until the server confirms it (ack is idempotent).
         while (Date.now() < options.deadline && !ended) {
-          const acked = await timedCall(history, { kind: "ack", room: room.code, seat, ids }, (signal) => client.ack(room.code, token, ids, { signal }), 10_000);
+          const acked = await timedCall(
+            history,
+            { kind: "ack", room: room.code, seat, ids },
+            (signal) => client.ack(room.code, token, ids, { signal }),
+            10_000,
+          );
           history.record(acked.op);
           if (acked.op.outcome === "ok") break;
           if (acked.op.status === 404) ended = true;
@@ -148,12 +159,19 @@ export async function openRoomWithRetry(client: TestClient, deadline: number): P
  * shed a call) is retried after its Retry-After. Anything else (an error, a message where none
  * was sent) is pushed to failed, and ends the loop.
  */
-export async function holdRecv(client: TestClient, code: string, token: string, signal: AbortSignal, failed: string[]): Promise<void> {
+export async function holdRecv(
+  client: TestClient,
+  code: string,
+  token: string,
+  signal: AbortSignal,
+  failed: string[],
+): Promise<void> {
   while (!signal.aborted) {
     try {
       const reply = await client.recv(code, token, 20_000, { signal });
       if (reply.status === 503) await sleep(Number(reply.headers.get("retry-after") ?? 1) * 1000);
-      else if (reply.status !== 200 || reply.body.messages.length > 0) return void failed.push(`${reply.status} ${reply.text}`);
+      else if (reply.status !== 200 || reply.body.messages.length > 0)
+        return void failed.push(`${reply.status} ${reply.text}`);
     } catch (error) {
       if (signal.aborted) return;
       const cause = (error as { cause?: { code?: string; message?: string } }).cause;

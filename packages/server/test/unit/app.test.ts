@@ -7,7 +7,8 @@ import { isUserAgentAllowed } from "../../src/http/user-agent";
 import { MemoryRoomStore } from "../../src/store/memory/memory-store";
 
 const config = loadConfig({ RATE_LIMIT_REQUESTS: "0", RATE_LIMIT_ROOMS: "0", PUBLIC_URL: "https://duet.example" });
-const app = () => createApp({ config, store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }), logger: createLogger("silent") });
+const app = () =>
+  createApp({ config, store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }), logger: createLogger("silent") });
 
 describe("createApp", () => {
   it("uses PUBLIC_URL for join_url when it is configured", async () => {
@@ -17,11 +18,29 @@ describe("createApp", () => {
   });
 
   it("without PUBLIC_URL, honours X-Forwarded-* only from a trusted proxy", async () => {
-    const untrusted = createApp({ config: loadConfig({}), store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }), logger: createLogger("silent") });
-    const ignored = await request(untrusted).post("/v1/open").set("User-Agent", "duet/0.1").set("X-Forwarded-Host", "evil.example").set("X-Forwarded-Proto", "https").send({});
+    const untrusted = createApp({
+      config: loadConfig({}),
+      store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }),
+      logger: createLogger("silent"),
+    });
+    const ignored = await request(untrusted)
+      .post("/v1/open")
+      .set("User-Agent", "duet/0.1")
+      .set("X-Forwarded-Host", "evil.example")
+      .set("X-Forwarded-Proto", "https")
+      .send({});
     expect(ignored.body.join_url).not.toContain("evil.example");
-    const trusted = createApp({ config: loadConfig({ TRUST_PROXY: "1" }), store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }), logger: createLogger("silent") });
-    const honoured = await request(trusted).post("/v1/open").set("User-Agent", "duet/0.1").set("X-Forwarded-Host", "relay.example").set("X-Forwarded-Proto", "https").send({});
+    const trusted = createApp({
+      config: loadConfig({ TRUST_PROXY: "1" }),
+      store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }),
+      logger: createLogger("silent"),
+    });
+    const honoured = await request(trusted)
+      .post("/v1/open")
+      .set("User-Agent", "duet/0.1")
+      .set("X-Forwarded-Host", "relay.example")
+      .set("X-Forwarded-Proto", "https")
+      .send({});
     expect(honoured.body.join_url).toMatch(/^https:\/\/relay\.example\/join\//);
   });
 
@@ -32,7 +51,10 @@ describe("createApp", () => {
   });
 
   it("sends no CORS headers to an unknown origin", async () => {
-    const reply = await request(app()).options("/v1/open").set("Origin", "https://evil.example").set("Access-Control-Request-Method", "POST");
+    const reply = await request(app())
+      .options("/v1/open")
+      .set("Origin", "https://evil.example")
+      .set("Access-Control-Request-Method", "POST");
     expect(reply.headers["access-control-allow-origin"]).toBeUndefined();
   });
 });
@@ -55,24 +77,39 @@ describe("room calls' dispatch", () => {
     const joined = (await agent("/v1/join").send({ code: opened.code })).body;
     lines.length = 0;
     for (const path of ["/v1/send", "/v1/send/", "/V1/Send"]) {
-      const reply = await agent(path).set("Authorization", `Bearer ${opened.token}`).send({ code: opened.code, text: path });
+      const reply = await agent(path)
+        .set("Authorization", `Bearer ${opened.token}`)
+        .send({ code: opened.code, text: path });
       expect([path, reply.status, typeof reply.body.id]).toEqual([path, 200, "string"]);
       expect(reply.headers["x-content-type-options"]).toBe("nosniff");
     }
-    const recv = await request(relay).get(`/v1/recv?code=${joined.code}&wait=0`).set("User-Agent", "duet/0.1").set("Authorization", `Bearer ${joined.token}`);
+    const recv = await request(relay)
+      .get(`/v1/recv?code=${joined.code}&wait=0`)
+      .set("User-Agent", "duet/0.1")
+      .set("Authorization", `Bearer ${joined.token}`);
     expect(recv.body.messages.map((m: { text: string }) => m.text)).toEqual(["/v1/send", "/v1/send/", "/V1/Send"]);
-    const requests = lines.filter((line) => line.msg === "request").map(({ method, route, status }) => [method, route, status]);
+    const requests = lines
+      .filter((line) => line.msg === "request")
+      .map(({ method, route, status }) => [method, route, status]);
     expect(requests).toEqual([...Array(3).fill(["POST", "/v1/send", 200]), ["GET", "/v1/recv", 200]]);
   });
 
   it("answers errors with the same JSON on both paths: token, User-Agent, body, method", async () => {
     const relay = logged();
     for (const path of ["/v1/ack", "/v1/ack/"]) {
-      const noToken = await request(relay).post(path).set("User-Agent", "duet/0.1").send({ code: "k7dq-3mxa-9z2f", ids: [] });
+      const noToken = await request(relay)
+        .post(path)
+        .set("User-Agent", "duet/0.1")
+        .send({ code: "k7dq-3mxa-9z2f", ids: [] });
       expect([path, noToken.status, noToken.body.error]).toEqual([path, 401, "unauthorized"]);
       const library = await request(relay).post(path).set("User-Agent", "curl/8.0").send({});
       expect([path, library.status, library.body.error]).toEqual([path, 403, "forbidden"]);
-      const badJson = await request(relay).post(path).set("User-Agent", "duet/0.1").set("Authorization", "Bearer x").set("Content-Type", "application/json").send("{");
+      const badJson = await request(relay)
+        .post(path)
+        .set("User-Agent", "duet/0.1")
+        .set("Authorization", "Bearer x")
+        .set("Content-Type", "application/json")
+        .send("{");
       expect([path, badJson.status, badJson.body.error]).toEqual([path, 400, "bad_request"]);
       const put = await request(relay).put(path).set("User-Agent", "duet/0.1").send({});
       expect([path, put.status, put.body.error, put.headers.allow]).toEqual([path, 405, "method_not_allowed", "POST"]);

@@ -14,7 +14,12 @@ it("serves many /v1/stats requests from one store read per interval", async () =
     reads++;
     return getStats();
   };
-  const app = createApp({ config: loadConfig({ STATS_CACHE_MS: "60000", RATE_LIMIT_REQUESTS: "0" }), store, logger: createLogger("silent"), processMetrics: false });
+  const app = createApp({
+    config: loadConfig({ STATS_CACHE_MS: "60000", RATE_LIMIT_REQUESTS: "0" }),
+    store,
+    logger: createLogger("silent"),
+    processMetrics: false,
+  });
   const replies = await Promise.all(Array.from({ length: 20 }, () => request(app).get("/v1/stats")));
   for (const reply of replies) expect(reply.status).toBe(200);
   await request(app).get("/v1/stats");

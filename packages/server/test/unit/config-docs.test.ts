@@ -8,7 +8,9 @@ import { configReference, withConfigTable } from "../../src/config-reference";
 const DOC = join(__dirname, "../../../../docs/configuration.md");
 
 it("every variable of the config schema has a description", () => {
-  const undescribed = configReference().filter((v) => v.description.trim() === "").map((v) => v.name);
+  const undescribed = configReference()
+    .filter((v) => v.description.trim() === "")
+    .map((v) => v.name);
   expect(undescribed).toEqual([]);
 });
 

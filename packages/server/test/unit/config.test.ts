@@ -19,7 +19,12 @@ describe("loadConfig", () => {
   });
 
   it("reads Redis, proxies and lifetimes", () => {
-    const config = loadConfig({ REDIS_URL: "redis://r:6379/2", TRUST_PROXY: "1", ROOM_IDLE_SECONDS: "5", PUBLIC_URL: "https://duet.example/" });
+    const config = loadConfig({
+      REDIS_URL: "redis://r:6379/2",
+      TRUST_PROXY: "1",
+      ROOM_IDLE_SECONDS: "5",
+      PUBLIC_URL: "https://duet.example/",
+    });
     expect(config.redis).toMatchObject({ url: "redis://r:6379/2", keyPrefix: "duet:" });
     expect(config.trustProxy).toBe(1);
     expect(config.roomIdleMs).toBe(5000);
@@ -52,25 +57,40 @@ describe("loadConfig", () => {
         name: "duet",
         password: "pw",
         tls: true,
-        natMap: { "10.0.0.1:6379": { host: "127.0.0.1", port: 16379 }, "10.0.0.2:6379": { host: "redis-b.example", port: 6380 } },
+        natMap: {
+          "10.0.0.1:6379": { host: "127.0.0.1", port: 16379 },
+          "10.0.0.2:6379": { host: "redis-b.example", port: 6380 },
+        },
       },
       writeAckReplicas: 1,
       writeAckTimeoutMs: 300,
     });
-    expect(loadConfig({ REDIS_URL: "redis://r:6379" }).redis).toMatchObject({ writeAckReplicas: 0, writeAckTimeoutMs: 500 });
+    expect(loadConfig({ REDIS_URL: "redis://r:6379" }).redis).toMatchObject({
+      writeAckReplicas: 0,
+      writeAckTimeoutMs: 500,
+    });
   });
 
   it.each([
     [{ REDIS_URL: "redis://r", REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m" }, "REDIS_SENTINELS"],
-    [{ REDIS_CLUSTER_NODES: "a:1", REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m" }, "REDIS_CLUSTER_NODES and REDIS_SENTINELS"],
+    [
+      { REDIS_CLUSTER_NODES: "a:1", REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m" },
+      "REDIS_CLUSTER_NODES and REDIS_SENTINELS",
+    ],
     [{ REDIS_URL: "redis://r", REDIS_CLUSTER_NODES: "a:1" }, "REDIS_URL and REDIS_CLUSTER_NODES"],
     [{ REDIS_SENTINELS: "s:26379" }, "REDIS_SENTINEL_NAME"],
     [{ REDIS_SENTINEL_NAME: "m" }, "REDIS_SENTINEL_NAME"],
-    [{ REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m", REDIS_SENTINEL_NAT_MAP: "10.0.0.1:6379" }, "REDIS_SENTINEL_NAT_MAP"],
+    [
+      { REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m", REDIS_SENTINEL_NAT_MAP: "10.0.0.1:6379" },
+      "REDIS_SENTINEL_NAT_MAP",
+    ],
     [{ REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m", REDIS_SENTINEL_TLS: "yes" }, "REDIS_SENTINEL_TLS"],
     [{ REDIS_URL: "redis://r", REDIS_PASSWORD: "pw" }, "REDIS_PASSWORD"],
     [{ REDIS_WRITE_ACK_REPLICAS: "1" }, "REDIS_WRITE_ACK_REPLICAS"],
-    [{ REDIS_URL: "redis://r", REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "1500" }, "REDIS_WRITE_ACK_TIMEOUT_MS"],
+    [
+      { REDIS_URL: "redis://r", REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "1500" },
+      "REDIS_WRITE_ACK_TIMEOUT_MS",
+    ],
   ])("refuses %j naming %s", (env, named) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     try {
@@ -101,14 +121,24 @@ describe("loadConfig", () => {
 
   it("the built server exits at start-up with a message naming the bad variable", () => {
     const main = join(__dirname, "../../dist/main.js");
-    const run = spawnSync(process.execPath, [main], { env: { PATH: process.env.PATH, PORT: "0", ROOM_MAX_SECONDS: "soon" }, encoding: "utf8", timeout: 10_000 });
+    const run = spawnSync(process.execPath, [main], {
+      env: { PATH: process.env.PATH, PORT: "0", ROOM_MAX_SECONDS: "soon" },
+      encoding: "utf8",
+      timeout: 10_000,
+    });
     expect(run.status).toBe(78);
     expect(run.stderr).toContain("ROOM_MAX_SECONDS");
   });
 
   it("the built server exits at start-up when two ways to reach Redis are configured", () => {
     const main = join(__dirname, "../../dist/main.js");
-    const env = { PATH: process.env.PATH, PORT: "0", REDIS_URL: "redis://127.0.0.1:1", REDIS_SENTINELS: "127.0.0.1:2", REDIS_SENTINEL_NAME: "m" };
+    const env = {
+      PATH: process.env.PATH,
+      PORT: "0",
+      REDIS_URL: "redis://127.0.0.1:1",
+      REDIS_SENTINELS: "127.0.0.1:2",
+      REDIS_SENTINEL_NAME: "m",
+    };
     const run = spawnSync(process.execPath, [main], { env, encoding: "utf8", timeout: 10_000 });
     expect(run.status).toBe(78);
     expect(run.stderr).toContain("REDIS_URL and REDIS_SENTINELS");

@@ -27,7 +27,9 @@ it("maps the work's failures, thrown at once or rejected, but not the fallback's
     throw new Error("sync");
   };
   await expect(within(throwsAtOnce, 60_000, () => "late", { mapError })).rejects.toThrow("mapped: sync");
-  await expect(within(Promise.reject(new Error("async")), 60_000, () => "late", { mapError })).rejects.toThrow("mapped: async");
+  await expect(within(Promise.reject(new Error("async")), 60_000, () => "late", { mapError })).rejects.toThrow(
+    "mapped: async",
+  );
   const timedOut = () => {
     throw new Error("timed out");
   };

@@ -18,7 +18,12 @@ function walk(dir: string, out: string[] = []): string[] {
 }
 
 /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes. */
-const anchorOf = (heading: string) => heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\- _]/gu, "").replace(/ /g, "-");
+const anchorOf = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\- _]/gu, "")
+    .replace(/ /g, "-");
 
 function headings(path: string): string[] {
   return [...readFileSync(path, "utf8").matchAll(/^#{1,6}\s+(.+)$/gm)].map((m) => m[1]!);
@@ -33,14 +38,16 @@ it("every cited section of docs/protocol.md exists", () => {
   const missing: string[] = [];
   let cited = 0;
   for (const file of files) {
-    readFileSync(file, "utf8").split("\n").forEach((line, index) => {
-      // A line citing the protocol, or any line of the protocol itself: each §N on it.
-      if (file !== protocol && !/protocol\.md/.test(line)) return;
-      for (const [, section] of line.matchAll(/§(\d+(?:\.\d+)?)/g)) {
-        cited++;
-        if (!sections.has(section!)) missing.push(`${relative(ROOT, file)}:${index + 1} §${section}`);
-      }
-    });
+    readFileSync(file, "utf8")
+      .split("\n")
+      .forEach((line, index) => {
+        // A line citing the protocol, or any line of the protocol itself: each §N on it.
+        if (file !== protocol && !/protocol\.md/.test(line)) return;
+        for (const [, section] of line.matchAll(/§(\d+(?:\.\d+)?)/g)) {
+          cited++;
+          if (!sections.has(section!)) missing.push(`${relative(ROOT, file)}:${index + 1} §${section}`);
+        }
+      });
   }
   expect(cited).toBeGreaterThan(10);
   expect(missing).toEqual([]);
@@ -60,7 +67,8 @@ it("every relative link in the markdown points to a file and heading that exist"
         exists = false;
       }
       if (!exists) broken.push(`${relative(ROOT, file)}: ${link}`);
-      else if (anchor && target.endsWith(".md") && !headings(target).map(anchorOf).includes(anchor)) broken.push(`${relative(ROOT, file)}: ${link} (no such heading)`);
+      else if (anchor && target.endsWith(".md") && !headings(target).map(anchorOf).includes(anchor))
+        broken.push(`${relative(ROOT, file)}: ${link} (no such heading)`);
     }
   }
   expect(broken).toEqual([]);

@@ -11,7 +11,14 @@ function build(steps: (Partial<Operation> & Pick<Operation, "kind" | "startedAt"
   for (const step of steps) history.record({ room: ROOM, seat: "a", outcome: "ok", status: 200, ...step } as Operation);
   return history;
 }
-const send = (seq: number, id: string, startedAt: number) => ({ kind: "send" as const, text: text(seq), idempotencyKey: `k-a-${seq}`, id, startedAt, endedAt: startedAt + 5 });
+const send = (seq: number, id: string, startedAt: number) => ({
+  kind: "send" as const,
+  text: text(seq),
+  idempotencyKey: `k-a-${seq}`,
+  id,
+  startedAt,
+  endedAt: startedAt + 5,
+});
 const recv = (startedAt: number, ...messages: [string, number][]) => ({
   kind: "recv" as const,
   seat: "b" as const,
@@ -19,7 +26,13 @@ const recv = (startedAt: number, ...messages: [string, number][]) => ({
   endedAt: startedAt + 5,
   messages: messages.map(([id, seq]) => ({ id, from: "a", text: text(seq) })),
 });
-const ack = (startedAt: number, ...ids: string[]) => ({ kind: "ack" as const, seat: "b" as const, ids, startedAt, endedAt: startedAt + 5 });
+const ack = (startedAt: number, ...ids: string[]) => ({
+  kind: "ack" as const,
+  seat: "b" as const,
+  ids,
+  startedAt,
+  endedAt: startedAt + 5,
+});
 // Redis killed at 1000, answering again at 1300.
 const kills = [{ issuedAt: 1000, restartedAt: 1300 }];
 
@@ -43,7 +56,9 @@ describe("an acknowledged send lost with the tail of Redis's writes", () => {
 
   it("is not explained by a kill that came before it", () => {
     const result = checkHistory(history, { kills: [{ issuedAt: 500, restartedAt: 800 }] });
-    expect(result.violations).toEqual([`acknowledged send R|1 (${text(0)}) never received (no Redis kill came between it and the sign that it was undone)`]);
+    expect(result.violations).toEqual([
+      `acknowledged send R|1 (${text(0)}) never received (no Redis kill came between it and the sign that it was undone)`,
+    ]);
   });
 });
 
@@ -78,8 +93,20 @@ describe("a message delivered again after its ack", () => {
 it("an id given to two messages is a violation, whatever the kills", () => {
   // Ids never go back (docs/protocol.md §2): not even a kill may explain a reused one, seen
   // in two deliveries or in two acknowledged sends.
-  const delivered = build([send(0, "1", 900), recv(920, ["1", 0]), send(1, "1", 1400), recv(1500, ["1", 1]), ack(1600, "1")]);
-  const acknowledged = build([send(0, "1", 900), recv(920, ["1", 0]), ack(990, "1"), send(1, "1", 1400), ack(1500, "1")]);
+  const delivered = build([
+    send(0, "1", 900),
+    recv(920, ["1", 0]),
+    send(1, "1", 1400),
+    recv(1500, ["1", 1]),
+    ack(1600, "1"),
+  ]);
+  const acknowledged = build([
+    send(0, "1", 900),
+    recv(920, ["1", 0]),
+    ack(990, "1"),
+    send(1, "1", 1400),
+    ack(1500, "1"),
+  ]);
   for (const history of [delivered, acknowledged]) {
     for (const options of [{}, { kills }]) {
       const result = checkHistory(history, options);
@@ -96,10 +123,15 @@ it("a message first delivered after a larger id is a violation: a client resumin
   for (const options of [{}, { kills }]) {
     const result = checkHistory(history, options);
     expect(result.skippedOnResume).toBe(1);
-    expect(result.violations).toContain("message 3 in R first delivered after id 5: a client resuming after that id would skip it");
+    expect(result.violations).toContain(
+      "message 3 in R first delivered after id 5: a client resuming after that id would skip it",
+    );
   }
   // In order, and delivered again (recv does not consume): nothing.
-  expect(checkHistory(build([send(0, "3", 100), recv(200, ["3", 0]), send(1, "5", 300), recv(400, ["3", 0], ["5", 1])])).skippedOnResume).toBe(0);
+  expect(
+    checkHistory(build([send(0, "3", 100), recv(200, ["3", 0]), send(1, "5", 300), recv(400, ["3", 0], ["5", 1])]))
+      .skippedOnResume,
+  ).toBe(0);
 });
 
 it("a send stored twice is explained only when a kill undid the first copy before the second", () => {

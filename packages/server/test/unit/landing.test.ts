@@ -13,7 +13,13 @@ import { MemoryRoomStore } from "../../src/store/memory/memory-store";
 const BASE = "https://duet.example";
 // The strictest User-Agent policy: these pages must still answer curl and browsers.
 const config = loadConfig({ RATE_LIMIT_REQUESTS: "0", RATE_LIMIT_ROOMS: "0", PUBLIC_URL: BASE, UA_POLICY: "strict" });
-const appWith = (publicDir: string) => createApp({ config, store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }), logger: createLogger("silent"), publicDir });
+const appWith = (publicDir: string) =>
+  createApp({
+    config,
+    store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }),
+    logger: createLogger("silent"),
+    publicDir,
+  });
 
 let publicDir: string;
 beforeAll(() => {
@@ -23,7 +29,9 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(publicDir, { recursive: true, force: true }));
 
-const LINKS = ["/v1/api", "/v1/openapi.json", "/v1/skill.md", "/v1/cli/duet.cjs", "/v1/stats"].map((path) => `${BASE}${path}`);
+const LINKS = ["/v1/api", "/v1/openapi.json", "/v1/skill.md", "/v1/cli/duet.cjs", "/v1/stats"].map(
+  (path) => `${BASE}${path}`,
+);
 
 describe("GET /", () => {
   it("is markdown by default: what the relay is, every link, and the one-line CLI download", async () => {
@@ -46,7 +54,9 @@ describe("GET /", () => {
     expect(reply.headers["content-type"]).toBe("text/html; charset=utf-8");
     expect(reply.text).toContain("<h1>duet relay</h1>");
     for (const link of LINKS) expect(reply.text).toContain(`<a href="${link}">`);
-    expect(reply.text).toContain(`curl -fsSO ${BASE}/v1/cli/duet.cjs &amp;&amp; node duet.cjs join &lt;join address&gt;`);
+    expect(reply.text).toContain(
+      `curl -fsSO ${BASE}/v1/cli/duet.cjs &amp;&amp; node duet.cjs join &lt;join address&gt;`,
+    );
   });
 
   it("answers HEAD, and only GET and HEAD", async () => {
@@ -60,11 +70,15 @@ describe("GET /", () => {
 describe("downloads: the CLI bundle and the skill", () => {
   it("serves the CLI as JavaScript and the skill as markdown to any User-Agent, with caching headers", async () => {
     const app = appWith(publicDir);
-    const cli = await request(app).get("/v1/cli/duet.cjs").set("User-Agent", "curl/8.5.0").buffer(true).parse((res, done) => {
-      let text = "";
-      res.on("data", (chunk: Buffer) => (text += chunk.toString()));
-      res.on("end", () => done(null, text));
-    });
+    const cli = await request(app)
+      .get("/v1/cli/duet.cjs")
+      .set("User-Agent", "curl/8.5.0")
+      .buffer(true)
+      .parse((res, done) => {
+        let text = "";
+        res.on("data", (chunk: Buffer) => (text += chunk.toString()));
+        res.on("end", () => done(null, text));
+      });
     expect(cli.status).toBe(200);
     expect(cli.headers["content-type"]).toBe("text/javascript; charset=utf-8");
     expect(cli.headers["cache-control"]).toBe("public, max-age=300");

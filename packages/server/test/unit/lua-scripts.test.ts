@@ -12,7 +12,9 @@ const camel = (name: string) => name.toLowerCase().replace(/_(\w)/g, (_m, c: str
 
 it("the refusals named in refusals.lua are the store's Refusal table, each a distinct value", () => {
   const lua = readFileSync(join(LUA, "includes/refusals.lua"), "utf8");
-  const named = [...lua.matchAll(/^local ([A-Z_]+) = (-\d+)/gm)].map(([, name, value]) => [camel(name!), Number(value)] as const);
+  const named = [...lua.matchAll(/^local ([A-Z_]+) = (-\d+)/gm)].map(
+    ([, name, value]) => [camel(name!), Number(value)] as const,
+  );
   expect(Object.fromEntries(named)).toEqual(Refusal);
   expect(new Set(named.map(([, value]) => value)).size).toBe(named.length);
 });

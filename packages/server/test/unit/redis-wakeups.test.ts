@@ -4,7 +4,8 @@ import { Redis } from "ioredis";
 import { RedisWakeupBus } from "../../src/realtime/redis-wakeups";
 import { uniquePrefix } from "../support/targets";
 
-const subscribers = async (redis: Redis, channel: string) => Number(((await redis.call("PUBSUB", "SHARDNUMSUB", channel)) as [string, number])[1]);
+const subscribers = async (redis: Redis, channel: string) =>
+  Number(((await redis.call("PUBSUB", "SHARDNUMSUB", channel)) as [string, number])[1]);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("RedisWakeupBus", () => {

@@ -84,13 +84,17 @@ export class MemoryRoomStore implements RoomStore {
 
   private endRoom(code: string, room: Room, ending: Omit<Ending, "tokenHashes" | "keptUntil">): void {
     this.rooms.delete(code);
-    if (this.endingKeepMs > 0) this.endings.set(code, { ...ending, tokenHashes: room.tokenHashes, keptUntil: ending.at + this.endingKeepMs });
+    if (this.endingKeepMs > 0)
+      this.endings.set(code, { ...ending, tokenHashes: room.tokenHashes, keptUntil: ending.at + this.endingKeepMs });
     this.wakeups.publish(code, "closed");
   }
 
   /** The room's own expiry time tells idle from hard cap: it is the hard deadline only at the cap. */
   private expireRoom(code: string, room: Room): void {
-    this.endRoom(code, room, { reason: room.expiresAt >= room.hardDeadline ? "hard_cap" : "idle_timeout", at: room.expiresAt });
+    this.endRoom(code, room, {
+      reason: room.expiresAt >= room.hardDeadline ? "hard_cap" : "idle_timeout",
+      at: room.expiresAt,
+    });
   }
 
   /** The room, or undefined when it is gone (expired ones are ended here). */
@@ -189,7 +193,8 @@ export class MemoryRoomStore implements RoomStore {
     }
     const bytes = Buffer.byteLength(input.text, "utf8");
     const pending = room.inbox.a.length + room.inbox.b.length;
-    if (pending >= MAX_PENDING_MESSAGES || room.pendingBytes + bytes > MAX_PENDING_BYTES) throw apiError("mailbox_full");
+    if (pending >= MAX_PENDING_MESSAGES || room.pendingBytes + bytes > MAX_PENDING_BYTES)
+      throw apiError("mailbox_full");
     // As send-8.lua: microseconds since the room opened, or one more than the last id.
     room.lastId = Math.max(room.lastId + 1, (this.now() - room.bornAt) * 1000);
     const id = String(room.lastId);
@@ -255,7 +260,12 @@ export class MemoryRoomStore implements RoomStore {
     }
     const left = { a: room.inbox.a.length, b: room.inbox.b.length };
     const forced = left.a + left.b > 0;
-    this.endRoom(credentials.code, room, { reason: forced ? "force_closed" : "closed", by: seat, at: this.now(), ...(forced ? { left } : {}) });
+    this.endRoom(credentials.code, room, {
+      reason: forced ? "force_closed" : "closed",
+      by: seat,
+      at: this.now(),
+      ...(forced ? { left } : {}),
+    });
     this.tally.closed++;
   }
 

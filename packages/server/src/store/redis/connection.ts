@@ -5,7 +5,10 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from "ioredis";
 import type { RedisConfig } from "../../config.js";
 
-export type RedisSettings = Pick<RedisConfig, "url" | "clusterNodes" | "sentinel" | "username" | "password" | "tls" | "commandTimeoutMs"> & {
+export type RedisSettings = Pick<
+  RedisConfig,
+  "url" | "clusterNodes" | "sentinel" | "username" | "password" | "tls" | "commandTimeoutMs"
+> & {
   /** A connection of its own for writes that WAIT for replicas (see RedisRoomStore). */
   writeAckReplicas?: number;
 };
@@ -33,7 +36,9 @@ const baseOptions = (settings: RedisSettings): RedisOptions => ({
   // writes with READONLY while the connection stays open: reconnect, which asks Sentinel
   // for the master again. The failed command is not resent (1, not 2): it answers 503.
   reconnectOnError: (error) => (/^READONLY\b/.test(error.message) ? 1 : false),
-  ...(settings.url ? {} : { username: settings.username, password: settings.password, tls: settings.tls ? {} : undefined }),
+  ...(settings.url
+    ? {}
+    : { username: settings.username, password: settings.password, tls: settings.tls ? {} : undefined }),
 });
 
 /** Options that make a Redis client find its master through Sentinel. */
@@ -100,7 +105,11 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
   // No command timeout on the subscriber: it carries no request-reply traffic past the
   // SSUBSCRIBE confirmations. A cluster's shard subscribers are restored by ioredis's
   // subscriber group; a single Redis's by RedisWakeupBus (below).
-  const subscriberOptions: RedisOptions = { ...baseOptions(settings), commandTimeout: undefined, autoResubscribe: true };
+  const subscriberOptions: RedisOptions = {
+    ...baseOptions(settings),
+    commandTimeout: undefined,
+    autoResubscribe: true,
+  };
   const writeAck = (settings.writeAckReplicas ?? 0) > 0;
   if (settings.clusterNodes) {
     const commands = new Cluster(settings.clusterNodes, clusterCommandOptions(settings));
@@ -112,7 +121,9 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
       redisOptions: subscriberOptions,
       clusterRetryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2000),
     });
-    const acked = writeAck ? new Cluster(settings.clusterNodes, { ...clusterCommandOptions(settings), enableAutoPipelining: false }) : undefined;
+    const acked = writeAck
+      ? new Cluster(settings.clusterNodes, { ...clusterCommandOptions(settings), enableAutoPipelining: false })
+      : undefined;
     return { commands, subscriber, acked, stop: () => undefined };
   }
   const make = (options: RedisOptions) =>
@@ -136,7 +147,10 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
  * connections but never answers the ready check), drop it and reconnect (re-asking
  * Sentinel for the master). The wake-up bus then resubscribes and every waiter re-reads.
  */
-export function keepAlive(client: Redis, { intervalMs, timeoutMs }: { intervalMs: number; timeoutMs: number }): () => void {
+export function keepAlive(
+  client: Redis,
+  { intervalMs, timeoutMs }: { intervalMs: number; timeoutMs: number },
+): () => void {
   let inFlight = false;
   let connectingSince: number | undefined;
   const timer = setInterval(() => {

@@ -7,7 +7,15 @@
 // single key takes every write.
 import { CODE_ALPHABET } from "@duet/protocol";
 
-export type RoomKeys = [room: string, inboxA: string, inboxB: string, bodies: string, idempotency: string, live: string, ending: string];
+export type RoomKeys = [
+  room: string,
+  inboxA: string,
+  inboxB: string,
+  bodies: string,
+  idempotency: string,
+  live: string,
+  ending: string,
+];
 
 export class RedisKeys {
   constructor(readonly prefix: string) {}
@@ -22,7 +30,15 @@ export class RedisKeys {
    */
   room(code: string): RoomKeys {
     const base = `${this.prefix}${this.tag(code)}:${code}`;
-    return [`${base}:room`, `${base}:inbox:a`, `${base}:inbox:b`, `${base}:bodies`, `${base}:idem`, this.liveSet(this.tag(code)), this.ending(code)];
+    return [
+      `${base}:room`,
+      `${base}:inbox:a`,
+      `${base}:inbox:b`,
+      `${base}:bodies`,
+      `${base}:idem`,
+      this.liveSet(this.tag(code)),
+      this.ending(code),
+    ];
   }
 
   /**

@@ -34,7 +34,16 @@ import { defineScripts, scriptSource, type ScriptName } from "./scripts.js";
  * answers to them (refused). A room call's GONE becomes the 404 with how the room ended
  * (goneError); CODE_IN_USE makes open mint another code.
  */
-export const Refusal = { gone: -1, wrongToken: -2, codeInUse: -3, full: -4, keyConflict: -5, mailboxFull: -6, notAnEnvelope: -7, unread: -8 } as const;
+export const Refusal = {
+  gone: -1,
+  wrongToken: -2,
+  codeInUse: -3,
+  full: -4,
+  keyConflict: -5,
+  mailboxFull: -6,
+  notAnEnvelope: -7,
+  unread: -8,
+} as const;
 
 const REFUSED: Record<number, () => ApiError> = {
   [Refusal.gone]: () => apiError("not_found"),
@@ -141,9 +150,14 @@ export class RedisRoomStore implements RoomStore {
     // One promise and one timer per operation (every room call runs one). An abandoned
     // operation may still settle later, into the void: its outcome is unknown to the client
     // (a 503), which is why sends carry idempotency keys.
-    return within(operation, this.operationTimeoutMs, () => {
-      throw storeFailure(new Error("store operation timed out"));
-    }, { mapError: storeFailure });
+    return within(
+      operation,
+      this.operationTimeoutMs,
+      () => {
+        throw storeFailure(new Error("store operation timed out"));
+      },
+      { mapError: storeFailure },
+    );
   }
 
   /**
@@ -174,13 +188,19 @@ export class RedisRoomStore implements RoomStore {
     };
     let results = await attempt("evalsha");
     if (results[0]![0] && /^NOSCRIPT\b/.test(results[0]![0].message)) results = await attempt("eval");
-    const [[scriptError, reply], [waitError, confirmed]] = results as [[Error | null, unknown], [Error | null, unknown]];
+    const [[scriptError, reply], [waitError, confirmed]] = results as [
+      [Error | null, unknown],
+      [Error | null, unknown],
+    ];
     if (scriptError) {
       // ioredis updates a cluster's slot map on a single command's MOVED, not on a
       // pipeline's that it does not retry (WAIT is not read-only): refresh it here, or every
       // later pipeline would go to the demoted master and answer 503 for ever. The script did
       // not run; the client's retry reaches the new master.
-      if (ack.client instanceof Cluster && (!(scriptError instanceof ReplyError) || /^(MOVED|ASK|CLUSTERDOWN)\b/.test(scriptError.message))) {
+      if (
+        ack.client instanceof Cluster &&
+        (!(scriptError instanceof ReplyError) || /^(MOVED|ASK|CLUSTERDOWN)\b/.test(scriptError.message))
+      ) {
         ack.client.refreshSlotsCache();
       }
       throw scriptError;
@@ -198,7 +218,15 @@ export class RedisRoomStore implements RoomStore {
       for (;;) {
         const code = mintRoomCode();
         const token = mintSeatToken();
-        const expiresInMs = await this.change<number>("duetOpen", [...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.maxMs, this.endingKeepMs, options.e2e ? "1" : "0"]);
+        const expiresInMs = await this.change<number>("duetOpen", [
+          ...this.keys.room(code),
+          this.keys.tallyFor(code),
+          hashSeatToken(token),
+          this.idleMs,
+          this.maxMs,
+          this.endingKeepMs,
+          options.e2e ? "1" : "0",
+        ]);
         if (expiresInMs === Refusal.codeInUse) continue; // a live or recently ended room's code
         if (expiresInMs < 0) throw refused(expiresInMs);
         return { code, seat: "a", token, expiresInMs, e2e: options.e2e === true };
@@ -209,7 +237,13 @@ export class RedisRoomStore implements RoomStore {
   joinRoom(code: string): Promise<SeatGrant> {
     return this.run(async () => {
       const token = mintSeatToken();
-      const reply = await this.change<number | [number, number]>("duetJoin", [...this.keys.room(code), this.keys.tallyFor(code), hashSeatToken(token), this.idleMs, this.keys.wakeChannel(code)]);
+      const reply = await this.change<number | [number, number]>("duetJoin", [
+        ...this.keys.room(code),
+        this.keys.tallyFor(code),
+        hashSeatToken(token),
+        this.idleMs,
+        this.keys.wakeChannel(code),
+      ]);
       if (typeof reply === "number") throw refused(reply); // GONE: the bare 404, how it ended is for members
       return { code, seat: "b", token, expiresInMs: Number(reply[0]), e2e: Number(reply[1]) === 1 };
     });
@@ -244,20 +278,27 @@ export class RedisRoomStore implements RoomStore {
       // answered 503 may still be on the master, and one that a failover then loses must
       // never have been seen (the reader would hold a message the relay no longer has). The
       // re-read writes (touch), so the WAIT behind it covers every write it observed.
-      if (this.writeAck && typeof reply[0] !== "number" && reply.length > 2) reply = await this.change<(string | number)[]>("duetRecv", [...args, "1"]);
+      if (this.writeAck && typeof reply[0] !== "number" && reply.length > 2)
+        reply = await this.change<(string | number)[]>("duetRecv", [...args, "1"]);
       if (reply[0] === Refusal.gone) throw await this.goneError(seat);
       if (typeof reply[0] === "number") throw refused(reply[0]);
       const mine = seatOf(reply[0]);
       const from: Seat = mine === "a" ? "b" : "a";
       const messages: Message[] = [];
-      for (let i = 2; i < reply.length; i += 2) messages.push({ id: String(reply[i]), from, text: String(reply[i + 1]) });
+      for (let i = 2; i < reply.length; i += 2)
+        messages.push({ id: String(reply[i]), from, text: String(reply[i + 1]) });
       return { seat: mine, messages, expiresInMs: Number(reply[1]) };
     });
   }
 
   ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }> {
     return this.run(async () => {
-      const status = await this.change<number>("duetAck", [...this.keys.room(seat.code), seat.tokenHash, this.idleMs, ...ids]);
+      const status = await this.change<number>("duetAck", [
+        ...this.keys.room(seat.code),
+        seat.tokenHash,
+        this.idleMs,
+        ...ids,
+      ]);
       if (status === Refusal.gone) throw await this.goneError(seat);
       if (status < 0) throw refused(status);
       return { acked: status };
@@ -266,7 +307,13 @@ export class RedisRoomStore implements RoomStore {
 
   getStatus(seat: SeatCredentials, touch = true): Promise<RoomStatus> {
     return this.run(async () => {
-      const reply = await this.client.duetStatus(...this.keys.room(seat.code), seat.tokenHash, this.idleMs, PEER_ACTIVE_WINDOW_MS, touch ? "1" : "0");
+      const reply = await this.client.duetStatus(
+        ...this.keys.room(seat.code),
+        seat.tokenHash,
+        this.idleMs,
+        PEER_ACTIVE_WINDOW_MS,
+        touch ? "1" : "0",
+      );
       if (reply[0] === Refusal.gone) throw await this.goneError(seat);
       if (typeof reply[0] === "number") throw refused(reply[0]);
       const [mine, expiresInMs, peerJoined, peerActive, pendingIn, pendingOut, e2e] = reply;
@@ -322,9 +369,14 @@ export class RedisRoomStore implements RoomStore {
       // cluster). Callers cache the result (see CachedTally): this is not per-request work.
       const now = Date.now();
       const rows = await Promise.all(
-        this.keys.allTallies().map(({ tally, live }) =>
-          Promise.all([this.client.hmget(tally, "sessions", "paired", "messages", "bytes", "closed"), this.client.zcount(live, `(${now}`, "+inf")]),
-        ),
+        this.keys
+          .allTallies()
+          .map(({ tally, live }) =>
+            Promise.all([
+              this.client.hmget(tally, "sessions", "paired", "messages", "bytes", "closed"),
+              this.client.zcount(live, `(${now}`, "+inf"),
+            ]),
+          ),
       );
       const totals: StoreTally = { sessions: 0, paired: 0, messages: 0, bytes: 0, closed: 0, roomsOpen: 0 };
       for (const [[sessions, paired, messages, bytes, closed], open] of rows) {
@@ -356,9 +408,18 @@ export class RedisRoomStore implements RoomStore {
 
   async close(): Promise<void> {
     this.onClose?.();
-    const connections = [this.client, this.subscriber, this.writeAck?.client].filter((c): c is RedisClient => c !== undefined);
+    const connections = [this.client, this.subscriber, this.writeAck?.client].filter(
+      (c): c is RedisClient => c !== undefined,
+    );
     // disconnect() after quit(): with Sentinel only disconnect() closes the failover
     // detector's connections to the sentinels.
-    await Promise.all(connections.map((connection) => connection.quit().catch(() => undefined).finally(() => connection.disconnect())));
+    await Promise.all(
+      connections.map((connection) =>
+        connection
+          .quit()
+          .catch(() => undefined)
+          .finally(() => connection.disconnect()),
+      ),
+    );
   }
 }

@@ -8,7 +8,9 @@ import type { Cluster, Redis, Result } from "ioredis";
 const LUA_DIR = join(__dirname, "lua");
 
 const expandIncludes = (source: string): string =>
-  source.replace(/^--!include (\S+)$/gm, (_line, name: string) => expandIncludes(readFileSync(join(LUA_DIR, "includes", name), "utf8")));
+  source.replace(/^--!include (\S+)$/gm, (_line, name: string) =>
+    expandIncludes(readFileSync(join(LUA_DIR, "includes", name), "utf8")),
+  );
 
 /** A script's source with its `--!include name.lua` lines replaced by includes/name.lua (which may include others). */
 export function loadLua(file: string): string {
