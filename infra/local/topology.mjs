@@ -54,7 +54,7 @@ let dir;
 let stopping = false;
 
 const log = (msg, extra = {}) =>
-  process.stderr.write(`[topology] ${msg}${Object.keys(extra).length ? " " + JSON.stringify(extra) : ""}\n`);
+  process.stderr.write(`[topology] ${msg}${Object.keys(extra).length ? ` ${JSON.stringify(extra)}` : ""}\n`);
 
 function parseArgs(argv) {
   const out = { replicas: 3, port: 0, maxSeconds: 0, keep: false };
@@ -172,7 +172,12 @@ function start(name, cmd, argv, { env = process.env, logFile, stdio, stopSignal 
       void shutdown(1);
     }
   });
-  return { child, ready: () => void (entry.ready = true) };
+  return {
+    child,
+    ready: () => {
+      entry.ready = true;
+    },
+  };
 }
 
 /**
@@ -449,10 +454,10 @@ async function main() {
   process.stdout.write(`${JSON.stringify(ready)}\n`);
   log(`ready: ${url} (${replicas.length} relays, Redis ${redisUrl}); Ctrl-C stops everything`);
   if (args.maxSeconds > 0)
-    setTimeout(
-      () => (log(`--max-seconds ${args.maxSeconds} reached`), void shutdown(0)),
-      args.maxSeconds * 1000,
-    ).unref();
+    setTimeout(() => {
+      log(`--max-seconds ${args.maxSeconds} reached`);
+      void shutdown(0);
+    }, args.maxSeconds * 1000).unref();
 }
 
 for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => void shutdown(0));

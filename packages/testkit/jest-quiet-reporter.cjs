@@ -39,7 +39,7 @@ class QuietReporter {
     this.total = results.numTotalTestSuites;
   }
 
-  onTestResult(test, result) {
+  onTestResult(_test, result) {
     this.done++;
     const path = relative(this.rootDir, result.testFilePath);
     const failed = result.numFailingTests > 0 || result.testExecError !== undefined || Boolean(result.failureMessage);

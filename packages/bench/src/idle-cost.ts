@@ -86,8 +86,7 @@ async function keepStreaming(
       let buffered = "";
       for await (const chunk of response.body) {
         buffered += chunk.toString();
-        let newline: number;
-        while ((newline = buffered.indexOf("\n")) >= 0) {
+        for (let newline = buffered.indexOf("\n"); newline >= 0; newline = buffered.indexOf("\n")) {
           const line = buffered.slice(0, newline);
           buffered = buffered.slice(newline + 1);
           if (!line) continue;
@@ -132,8 +131,9 @@ async function main(): Promise<void> {
     let opened = 0;
     for (let i = 0; i < all.length; i += 100) {
       for (const seat of all.slice(i, i + 100)) {
-        const onArrival = (texts: string[] | string) =>
-          (Array.isArray(texts) ? texts : [texts]).forEach((text) => arrived(`${seat.token}:${text}`));
+        const onArrival = (texts: string[] | string) => {
+          for (const text of Array.isArray(texts) ? texts : [texts]) arrived(`${seat.token}:${text}`);
+        };
         loops.push(
           mode === "stream"
             ? keepStreaming(streams, seat, abort.signal, () => opened++, onArrival)

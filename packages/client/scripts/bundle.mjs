@@ -35,4 +35,4 @@ const manifest = {
   files: ["duet.cjs", "SKILL.md"],
   engines: { node: ">=20" },
 };
-writeFileSync(join(bundleDir, "package.json"), JSON.stringify(manifest, null, 2) + "\n");
+writeFileSync(join(bundleDir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);

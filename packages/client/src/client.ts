@@ -413,8 +413,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
         }
         if (chunk.done) throw new DuetNetworkError(`The stream from ${this.baseUrl} ended without an end event.`);
         buffered += decoder.decode(chunk.value, { stream: true });
-        let newline: number;
-        while ((newline = buffered.indexOf("\n")) >= 0) {
+        for (let newline = buffered.indexOf("\n"); newline >= 0; newline = buffered.indexOf("\n")) {
           const line = buffered.slice(0, newline).trim();
           buffered = buffered.slice(newline + 1);
           if (!line) continue;
@@ -570,7 +569,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
       if (error instanceof DuetError && (isTransient(error) || error.code === "rate_limited")) return false;
       throw error;
     }
-    ids.forEach((id) => handledNotAcked.delete(id));
+    for (const id of ids) handledNotAcked.delete(id);
     return true;
   }
 

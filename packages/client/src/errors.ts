@@ -75,5 +75,5 @@ export class DuetAbortError extends DuetError {
 }
 
 export function isProtocolCode(code: string): code is ErrorCode {
-  return Object.prototype.hasOwnProperty.call(ERRORS, code);
+  return Object.hasOwn(ERRORS, code);
 }

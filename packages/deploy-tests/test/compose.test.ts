@@ -7,7 +7,7 @@
 // everything it made is removed afterwards except the stand-in base images, which later
 // runs reuse. The relays' last-resort re-read comes every WAKE_RECHECK_SECONDS (150 s), so a
 // prompt wake-up across containers can only come from Redis pub/sub.
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { DuetClient, type SeatCredentials, type WaitEvent } from "@duet/client";

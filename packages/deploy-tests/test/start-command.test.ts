@@ -31,12 +31,15 @@ const cmdline = (pid: number) => {
 function portAccepts(port: number): Promise<boolean> {
   return new Promise((r) => {
     const s = connect(port, "127.0.0.1");
-    s.once("connect", () => (s.destroy(), r(true)));
+    s.once("connect", () => {
+      s.destroy();
+      r(true);
+    });
     s.once("error", () => r(false));
   });
 }
 
-let started: { pnpm: ChildProcess; relayPid?: number }[] = [];
+const started: { pnpm: ChildProcess; relayPid?: number }[] = [];
 
 afterEach(() => {
   // Only if a test failed half-way: nothing it started may outlive the file (pnpm runs in

@@ -2,7 +2,7 @@
 // Redis (AOF) <- three relays <- nginx with infra/nginx/nginx.conf. Every call below
 // goes through nginx. Which replica answered comes from nginx's access log
 // ($upstream_addr), matched by the X-Request-Id nginx puts on every response.
-import { ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join, resolve } from "node:path";
@@ -132,7 +132,10 @@ async function openPair() {
 function portAccepts(port: number): Promise<boolean> {
   return new Promise((r) => {
     const s = connect(port, "127.0.0.1");
-    s.once("connect", () => (s.destroy(), r(true)));
+    s.once("connect", () => {
+      s.destroy();
+      r(true);
+    });
     s.once("error", () => r(false));
   });
 }

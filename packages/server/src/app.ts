@@ -10,7 +10,7 @@ import { RelayMetrics } from "./metrics.js";
 import { OpenStreams } from "./realtime/streams.js";
 import { WaitingRecvs } from "./realtime/wait-for-messages.js";
 import { CachedTally } from "./store/cached-tally.js";
-import type { RoomStore, StoreTally } from "./store/room-store.js";
+import type { RoomStore } from "./store/room-store.js";
 import { errorHandler } from "./http/error-handler.js";
 import { downloadRoutes } from "./http/downloads.js";
 import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";

@@ -46,13 +46,20 @@ export const redisInfo = (port: number, section = "server") =>
     let buffer = "";
     const socket = new Socket().once("error", () => resolve(undefined));
     socket.once("close", () => resolve(undefined)); // e.g. not a Redis server at all
-    socket.setTimeout(1000, () => (socket.destroy(), resolve(undefined)));
+    socket.setTimeout(1000, () => {
+      socket.destroy();
+      resolve(undefined);
+    });
     socket.connect(port, "127.0.0.1", () => socket.write(`INFO ${section}\r\n`));
     socket.on("data", (data) => {
       buffer += data.toString();
       const header = /^\$(\d+)\r\n/.exec(buffer);
       if (!header) {
-        if (buffer.includes("\r\n")) socket.destroy(), resolve(undefined); // an error reply (e.g. LOADING)
+        if (buffer.includes("\r\n")) {
+          // an error reply (e.g. LOADING)
+          socket.destroy();
+          resolve(undefined);
+        }
         return;
       }
       if (Buffer.byteLength(buffer) < header[0].length + Number(header[1])) return;

@@ -46,19 +46,16 @@ Redact secrets and personal data. Publish large or binary content at a URL and s
 export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | number> {
   let json = argv.includes("--json");
   const spinner = new Spinner(io.stderr);
-  const print = (line: string) => io.stdout.write(line + "\n");
+  const print = (line: string) => io.stdout.write(`${line}\n`);
   const note = (line: string) => {
-    if (!json) io.stderr.write(line + "\n");
+    if (!json) io.stderr.write(`${line}\n`);
   };
   const state = new StateStore(defaultStateDir(io.env));
 
   const program = new Command("duet")
     .description("duet: a temporary two-seat relay for agents. Open a room, share the block, converse, close.")
     .option("--json", "machine-readable output on stdout (one JSON value; watch: one per line)")
-    .option(
-      "--base-url <url>",
-      "relay base URL (default: the room's relay, else $DUET_URL, else " + DEFAULT_BASE_URL + ")",
-    )
+    .option("--base-url <url>", `relay base URL (default: the room's relay, else $DUET_URL, else ${DEFAULT_BASE_URL})`)
     .option("--code <code>", "which room, when the state file holds several")
     .version("0.1.0", "-V, --version")
     .showSuggestionAfterError()
@@ -231,7 +228,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
         throw new CliError("No room code found: pass the code (like k7dq-3mxa-9z2f), the join URL or the share block.");
       const key = roomKeyInText(input);
       const held = state.get(room.code);
-      if (held && held.encrypted && !held.e2e && key !== undefined) {
+      if (held?.encrypted && !held.e2e && key !== undefined) {
         // Joined earlier without the key: the seat is kept, the key is added.
         state.update(room.code, (entry) => (entry.e2e = E2eSession.start(entry.code, entry.seat, key).state));
         if (json) print(JSON.stringify({ code: held.code, seat: held.seat, e2e: true }));
@@ -598,9 +595,11 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     const ended =
       error instanceof DuetError ? error.ended : error instanceof RoomEndedError ? error.gone.ended : undefined;
     io.stderr.write(
-      (json
-        ? JSON.stringify({ error: errorCodeOf(error), message, exit_code: exitCode, ...(ended ? { ended } : {}) })
-        : `duet: ${message}`) + "\n",
+      `${
+        json
+          ? JSON.stringify({ error: errorCodeOf(error), message, exit_code: exitCode, ...(ended ? { ended } : {}) })
+          : `duet: ${message}`
+      }\n`,
     );
     return exitCode;
   }
@@ -636,6 +635,7 @@ function errorCodeOf(error: unknown): string {
 
 /** One message on one line: control characters escaped so a text cannot fake another line. */
 export function formatMessage(message: Message): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is escaped here
   const escaped = message.text.replace(/[\\\u0000-\u001f\u007f\u2028\u2029]/g, (c) => {
     const named: Record<string, string> = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
     return named[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;

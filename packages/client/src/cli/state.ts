@@ -144,7 +144,7 @@ export class StateStore {
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     // The temporary file is created 0600 from the start: the token is never readable by others, not even briefly.
     const temporary = `${this.path}.${randomBytes(6).toString("hex")}.tmp`;
-    writeFileSync(temporary, JSON.stringify(state, null, 2) + "\n", { mode: 0o600, flag: "wx" });
+    writeFileSync(temporary, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600, flag: "wx" });
     chmodSync(temporary, 0o600); // the umask may have narrowed it; never widened, but be exact
     renameSync(temporary, this.path);
   }

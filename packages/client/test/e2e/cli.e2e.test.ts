@@ -40,7 +40,9 @@ describe("duet CLI, two agents through the real relay", () => {
       void running.done.then((result) => outputs.push(result));
       return running;
     };
-    const rememberTokens = () => Object.values(readState(stateDir).rooms).forEach((room) => tokens.push(room.token));
+    const rememberTokens = () => {
+      for (const room of Object.values(readState(stateDir).rooms)) tokens.push(room.token);
+    };
     return { stateDir, run, start, rememberTokens };
   };
 

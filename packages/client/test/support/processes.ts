@@ -109,7 +109,7 @@ export function startCli(
   const waiters: Array<() => void> = [];
   child.stdout!.on("data", (chunk: Buffer) => {
     stdout += chunk.toString();
-    waiters.splice(0).forEach((wake) => wake());
+    for (const wake of waiters.splice(0)) wake();
   });
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   child.stdin!.end(options.stdin ?? "");

@@ -49,7 +49,7 @@ export function downloadRoutes(publicDir: string, limiter: RequestHandler): Rout
   };
 
   for (const [path, { file, type, what }] of Object.entries(DOWNLOADS)) {
-    router.get(path, limiter, async (req, res, next) => {
+    router.get(path, limiter, async (_req, res, next) => {
       let served: LoadedFile;
       try {
         served = await load(file);

@@ -55,7 +55,8 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
       // ClientGone rather than an AbortController: a waiting recv holds it for its whole wait.
       let signal: ClientGone | undefined;
       if (spec.method === "GET") {
-        const abandoned = (signal = new ClientGone());
+        const abandoned = new ClientGone();
+        signal = abandoned;
         res.on("close", () => {
           if (!res.writableFinished) abandoned.abort();
         });
@@ -92,8 +93,14 @@ export function dispatchRoomCalls(
     if (route === undefined) return next();
     let index = 0;
     const step = (error?: unknown): void => {
-      if (error !== undefined && error !== null) return next(error);
-      if (index < before.length) return void before[index++]!(req, res, step);
+      if (error !== undefined && error !== null) {
+        next(error);
+        return;
+      }
+      if (index < before.length) {
+        before[index++]!(req, res, step);
+        return;
+      }
       route.dispatch(req, res, next);
     };
     step();

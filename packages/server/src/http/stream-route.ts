@@ -5,7 +5,7 @@
 import { Router, type Request, type Response } from "express";
 import { StreamQuery, type Message, type RoomEnding, type StreamEndReason } from "@duet/protocol";
 import { apiError } from "../errors.js";
-import type { OpenStreams, StreamSink } from "../realtime/streams.js";
+import type { OpenStreams, PreparedStream, StreamSink } from "../realtime/streams.js";
 import { ClientGone } from "../realtime/wait-for-messages.js";
 import { seatTokenHash } from "./auth.js";
 import { parseInput } from "./validate.js";
@@ -58,9 +58,9 @@ export function streamRoute(streams: OpenStreams): Router {
     // (on, not once: once wraps the listener in a bound function and a state object.)
     const abandoned = new ClientGone();
     res.on("close", () => abandoned.abort());
-    let prepared;
-    let after;
-    let format;
+    let prepared: PreparedStream;
+    let after: number;
+    let format: "sse" | "ndjson";
     try {
       const tokenHash = seatTokenHash(req);
       const query = parseInput(StreamQuery, req.query, "query");

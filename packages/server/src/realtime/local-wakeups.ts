@@ -8,7 +8,10 @@ export class LocalWakeupBus implements WakeupBus {
 
   async watch(code: string, listener: Listener): Promise<() => void> {
     let set = this.listeners.get(code);
-    if (!set) this.listeners.set(code, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.listeners.set(code, set);
+    }
     set.add(listener);
     return () => {
       set.delete(listener);

@@ -93,7 +93,7 @@ function schedule(waiter: Waiter, timeoutMs: number): number {
 
 function unschedule(waiter: Waiter, at: number): void {
   const slot = slots.get(at);
-  if (!slot || !slot.waiters.delete(waiter) || slot.waiters.size > 0) return;
+  if (!slot?.waiters.delete(waiter) || slot.waiters.size > 0) return;
   clearTimeout(slot.timer);
   slots.delete(at);
 }

@@ -125,7 +125,7 @@ forEachTarget((target) => {
         expect((await stream.event(0)).data).toEqual({ id: sent[i]!.body.id, from: "a", text: `to ${i}` });
       for (const stream of streams) expect(stream.events).toHaveLength(1);
     } finally {
-      streams.forEach((stream) => stream.close());
+      for (const stream of streams) stream.close();
     }
   });
 
@@ -212,7 +212,7 @@ forEachTarget((target) => {
       expect((await second.event(0)).id).toBe(sent.body.id);
       expect((await third.event(0)).id).toBe(sent.body.id);
     } finally {
-      [first, second, third].forEach((stream) => stream.close());
+      for (const stream of [first, second, third]) stream.close();
     }
   });
 

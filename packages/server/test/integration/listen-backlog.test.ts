@@ -19,7 +19,7 @@ function kernelBacklog(url: string): number {
 }
 
 describe("the listening socket's backlog", () => {
-  let targets: RelayTarget[] = [];
+  const targets: RelayTarget[] = [];
   afterAll(async () => {
     await Promise.all(targets.map((target) => target.close()));
   });

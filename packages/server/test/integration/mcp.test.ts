@@ -69,7 +69,9 @@ async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10
 
 describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
   let target: RelayTarget;
-  beforeAll(async () => void (target = await startTarget("redis-3-nodes")));
+  beforeAll(async () => {
+    target = await startTarget("redis-3-nodes");
+  });
   afterAll(() => target?.close());
 
   it("lists one tool per operation of the endpoint table, with the flow and safety rules", async () => {
@@ -334,7 +336,9 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
 
 describe("MCP rate limits", () => {
   let target: RelayTarget;
-  beforeAll(async () => void (target = await startTarget("memory", { RATE_LIMIT_ROOMS: "1" })));
+  beforeAll(async () => {
+    target = await startTarget("memory", { RATE_LIMIT_ROOMS: "1" });
+  });
   afterAll(() => target?.close());
 
   it("open and join tool calls count against the per-IP room limit like the REST calls: HTTP 429 with the catalogue's body", async () => {

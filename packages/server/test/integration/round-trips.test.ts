@@ -51,7 +51,6 @@ afterAll(async () => {
 describe("Redis round trips per operation (rate limits off)", () => {
   const figures: Record<string, Record<string, number>> = {};
   afterAll(() => {
-    // eslint-disable-next-line no-console
     console.log(
       `Redis commands per operation:\n${Object.entries(figures)
         .map(([op, c]) => `  ${op}: ${JSON.stringify(c)}`)

@@ -23,7 +23,9 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
   describe("wake-up races", () => {
     let target: RelayTarget;
     // A lost wake-up would show as a recv that waits for its whole wait: no safety re-check.
-    beforeAll(async () => void (target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" })));
+    beforeAll(async () => {
+      target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" });
+    });
     afterAll(() => target?.close());
 
     it("1,000 send/recv pairs on different nodes, recv started just before the send: every recv returns its message at once", async () => {
@@ -49,7 +51,6 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
       );
       expect(delivered).toBe(1000);
       expect(slow).toEqual([]);
-      // eslint-disable-next-line no-console
       console.log(`${kind}: 1,000 cross-node send/recv pairs, ${delivered} delivered, ${slow.length} slower than 5 s`);
     }, 120_000);
   });
@@ -57,7 +58,9 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
   describe("subscriber loss", () => {
     let target: RelayTarget;
     // No periodic re-read (an hour): the reconnect's re-read alone delivers.
-    beforeAll(async () => void (target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" })));
+    beforeAll(async () => {
+      target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" });
+    });
     afterAll(() => target?.close());
 
     it("CLIENT KILL TYPE pubsub while recvs wait: every message is still delivered within 3.5 s, with no periodic re-read", async () => {
@@ -73,18 +76,16 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
       const admins = adminClients(kind);
       let killed = 0;
       for (const admin of admins) killed += Number(await admin.call("CLIENT", "KILL", "TYPE", "pubsub"));
-      admins.forEach((admin) => admin.disconnect());
+      for (const admin of admins) admin.disconnect();
       expect(killed).toBeGreaterThanOrEqual(3); // every node lost its subscriber(s)
       const sentAt = Date.now();
       const sent = await Promise.all(
         rooms.map((room, i) => client.send(room.code, room.a, `after kill ${i}`, undefined, { node: i + 1 })),
       );
       const results = await Promise.all(waiting);
-      results.forEach(({ reply }, i) =>
-        expect(reply.body.messages).toEqual([{ id: sent[i]!.body.id, from: "a", text: `after kill ${i}` }]),
-      );
+      for (const [i, { reply }] of results.entries())
+        expect(reply.body.messages).toEqual([{ id: sent[i]!.body.id, from: "a", text: `after kill ${i}` }]);
       const worstDelay = Math.max(...results.map(({ finished }) => finished - sentAt));
-      // eslint-disable-next-line no-console
       console.log(`${kind}: subscriber killed, 30/30 delivered, worst delay ${worstDelay} ms (no periodic re-read)`);
       expect(worstDelay).toBeLessThan(2000 + 1500);
     }, 60_000);
@@ -92,7 +93,9 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
 
   describe("closing across nodes", () => {
     let target: RelayTarget;
-    beforeAll(async () => void (target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" })));
+    beforeAll(async () => {
+      target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" });
+    });
     afterAll(() => target?.close());
 
     it("a close on one node ends the recvs waiting on every node with 404", async () => {
@@ -162,7 +165,6 @@ describe("Redis connections per node", () => {
     expect(failed).toEqual([]);
     expect(await subscribed()).toBe(1000);
     const loaded = await relayConnections();
-    // eslint-disable-next-line no-console
     console.log(`Redis connections of one node: ${idle} with 0 waiting recvs, ${loaded} with 1,000`);
     expect(idle).toBe(2);
     expect(loaded).toBe(2);
@@ -182,7 +184,7 @@ describe("Redis connections per node on a cluster", () => {
   });
   afterAll(async () => {
     await target?.close();
-    admins?.forEach((admin) => admin.disconnect());
+    for (const admin of admins ?? []) admin.disconnect();
     await cluster?.stop();
   });
 
@@ -232,7 +234,6 @@ describe("Redis connections per node on a cluster", () => {
     expect(failed).toEqual([]);
     expect(await subscribed()).toBe(1000);
     const loaded = await relayConnections();
-    // eslint-disable-next-line no-console
     console.log(
       `Redis connections of one node on a 3-master cluster: ${idle} with 0 waiting recvs, ${loaded} with 1,000`,
     );

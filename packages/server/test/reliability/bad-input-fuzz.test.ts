@@ -5,7 +5,7 @@
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import fc from "fast-check";
 import { ERRORS } from "@duet/protocol";
-import { TestClient } from "../support/http-client";
+import type { TestClient } from "../support/http-client";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 const RUNS = Number(process.env.DUET_FUZZ_RUNS ?? 300);
@@ -91,7 +91,7 @@ const requestArb = fc.record({
       "?code[]=x",
       "?code=%ZZ",
       "?wait=0",
-      "?code=" + "x".repeat(5000),
+      `?code=${"x".repeat(5000)}`,
       "?code=VALID&wait=0&wait=0",
       "?code=VALID&__proto__=1",
     ),

@@ -65,7 +65,10 @@ async function startRelays(env: Record<string, string>): Promise<Relays> {
   });
   const errors: string[] = [];
   const sink = new Writable({
-    write: (chunk, _enc, done) => (errors.length < 20 && errors.push(chunk.toString().slice(0, 600)), done()),
+    write: (chunk, _enc, done) => {
+      if (errors.length < 20) errors.push(chunk.toString().slice(0, 600));
+      done();
+    },
   });
   const nodes: RunningRelay[] = [];
   for (let i = 0; i < RELAYS; i++) nodes.push(await startRelay(config, createLogger("error", sink)));
@@ -105,7 +108,10 @@ const debugSleep = (port: number, seconds: number) =>
     const socket = new Socket().once("error", () => resolve());
     socket.connect(port, "127.0.0.1", () => {
       socket.write(`DEBUG SLEEP ${seconds}\r\n`);
-      setTimeout(() => (socket.destroy(), resolve()), 100);
+      setTimeout(() => {
+        socket.destroy();
+        resolve();
+      }, 100);
     });
   });
 

@@ -2,7 +2,7 @@
 // proxy: Redis unreachable for 10 s (a black hole: connections stay open, nothing comes
 // back), and every connection reset while sends are in flight.
 import { Redis } from "ioredis";
-import { checkHistory, History, isHung, messageText, type Operation } from "../support/history";
+import { checkHistory, History, isHung, type Operation } from "../support/history";
 import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy";
 import { startTarget, type RelayTarget } from "../support/targets";

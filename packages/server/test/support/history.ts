@@ -57,8 +57,8 @@ export class StallClock {
   private last: number;
 
   constructor(
-    private readonly now: () => number,
-    private readonly tickMs = 20,
+    readonly now: () => number,
+    readonly tickMs = 20,
   ) {
     this.last = now();
     setInterval(() => {

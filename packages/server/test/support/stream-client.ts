@@ -53,7 +53,9 @@ export async function openStream(
   let raw = "";
   let ended = false;
   const waiting = new Set<() => void>();
-  const notify = () => waiting.forEach((wake) => wake());
+  const notify = () => {
+    for (const wake of waiting) wake();
+  };
   const finished = (async () => {
     if (!response.body) return;
     const decoder = new TextDecoder();
@@ -64,8 +66,7 @@ export async function openStream(
         raw += text;
         buffered += text;
         const separator = options.format === "ndjson" ? "\n" : "\n\n";
-        let at: number;
-        while ((at = buffered.indexOf(separator)) >= 0) {
+        for (let at = buffered.indexOf(separator); at >= 0; at = buffered.indexOf(separator)) {
           const block = buffered.slice(0, at);
           buffered = buffered.slice(at + separator.length);
           const parsed = options.format === "ndjson" ? parseNdjson(block) : parseSse(block);

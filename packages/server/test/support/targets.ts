@@ -72,7 +72,12 @@ export async function startTarget(kind: TargetKind, env: Record<string, string> 
   if (kind === "process") return startProcessTarget(fullEnv);
   const config = loadConfig(fullEnv);
   const lines: string[] = [];
-  const sink = new Writable({ write: (chunk, _enc, done) => (lines.push(chunk.toString()), done()) });
+  const sink = new Writable({
+    write: (chunk, _enc, done) => {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
   const nodeCount = kind.endsWith("3-nodes") ? 3 : 1;
   const nodes: RunningRelay[] = [];
   for (let i = 0; i < nodeCount; i++) nodes.push(await startRelay(config, createLogger(config.logLevel, sink)));

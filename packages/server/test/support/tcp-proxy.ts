@@ -48,17 +48,17 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
   // latency is lowered while chunks are in flight (TCP does not reorder bytes).
   const forward = (pair: Pair, from: Socket, to: Socket) => {
     const queue: { at: number; chunk: Buffer }[] = [];
-    let timer: NodeJS.Timeout | undefined;
+    let _timer: NodeJS.Timeout | undefined;
     const pump = () => {
-      timer = undefined;
+      _timer = undefined;
       while (queue.length > 0 && queue[0]!.at <= Date.now()) deliver(pair, to, queue.shift()!.chunk);
-      if (queue.length > 0) timer = setTimeout(pump, queue[0]!.at - Date.now());
+      if (queue.length > 0) _timer = setTimeout(pump, queue[0]!.at - Date.now());
     };
     from.on("data", (chunk: Buffer) => {
       if (latencyMs <= 0 && queue.length === 0) return deliver(pair, to, chunk);
       const after = queue.length > 0 ? queue[queue.length - 1]!.at : 0;
       queue.push({ at: Math.max(Date.now() + latencyMs, after), chunk });
-      timer ??= setTimeout(pump, Math.max(0, queue[0]!.at - Date.now()));
+      _timer ??= setTimeout(pump, Math.max(0, queue[0]!.at - Date.now()));
     });
   };
 
@@ -86,7 +86,9 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
-    setLatency: (ms) => void (latencyMs = ms),
+    setLatency: (ms) => {
+      latencyMs = ms;
+    },
     resetAll: () => {
       for (const { client, upstream } of [...pairs]) {
         client.resetAndDestroy();
@@ -94,7 +96,9 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
       }
       pairs.clear();
     },
-    blackhole: () => void (blackholed = true),
+    blackhole: () => {
+      blackholed = true;
+    },
     blackholeConnection: (upstreamLocalPort) => {
       const pair = [...pairs].find((p) => p.upstream.localPort === upstreamLocalPort);
       if (pair) pair.blackholed = true;

@@ -183,7 +183,7 @@ export class RedisRoomStore implements RoomStore {
       else pipeline.eval(script.lua, script.numberOfKeys, ...args);
       pipeline.wait(ack.replicas, ack.timeoutMs);
       const results = await pipeline.exec();
-      if (!results || results.length !== 2) throw new Error("write-ack pipeline answered nothing");
+      if (results?.length !== 2) throw new Error("write-ack pipeline answered nothing");
       return results;
     };
     let results = await attempt("evalsha");
