@@ -22,6 +22,10 @@ await build({
   // main.ts starts with "#!/usr/bin/env node", which esbuild keeps at the top of the bundle.
   // Not minified: an agent can read what it is about to run, and 1.2 MB is still small.
   legalComments: "none",
+  // After the "#!/usr/bin/env node" line, which esbuild keeps first.
+  banner: {
+    js: `// duet CLI ${version}. Copyright the duet authors. Licensed under the Apache License 2.0 (Apache-2.0).`,
+  },
   logLevel: "warning",
 });
 chmodSync(outfile, 0o755);
@@ -33,6 +37,7 @@ const manifest = {
   private: true,
   bin: { duet: "duet.cjs" },
   files: ["duet.cjs", "SKILL.md"],
+  license: "Apache-2.0",
   engines: { node: ">=20" },
 };
 writeFileSync(join(bundleDir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);

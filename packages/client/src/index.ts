@@ -14,3 +14,4 @@ export type {
   CloseResponse,
   StatsResponse,
 } from "@duet/protocol";
+export { CLIENT_VERSION } from "./version.js";

@@ -48,9 +48,8 @@ const queryParams = (schema: z.ZodObject) => {
 
 const bearer = [{ seatToken: [] }];
 
-// The repository carries no license file yet: "UNLICENSED" (npm's word for "no license is
-// granted") says so truthfully until the project chooses one.
-const LICENSE = { name: "UNLICENSED", url: "https://docs.npmjs.com/cli/v10/configuring-npm/package-json#license" };
+// The repository's LICENSE file; OpenAPI 3.1 names it by its SPDX identifier.
+const LICENSE = { name: "Apache License 2.0", identifier: "Apache-2.0" };
 
 /** One operation of the endpoint table, as an OpenAPI operation object. */
 function operation(spec: EndpointSpec) {

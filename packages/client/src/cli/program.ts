@@ -16,6 +16,7 @@ import { DuetError } from "../errors.js";
 import { extractRoomCode } from "../room-input.js";
 import { CliError, EXIT, EXIT_CODES_HELP, adviceFor, exitCodeFor, type ExitCode } from "./exit-codes.js";
 import { Spinner } from "./spinner.js";
+import { CLIENT_VERSION } from "../version.js";
 import { StateStore, defaultStateDir, type EndedEntry, type RoomEntry } from "./state.js";
 
 interface GlobalOptions {
@@ -57,7 +58,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
     .option("--json", "machine-readable output on stdout (one JSON value; watch: one per line)")
     .option("--base-url <url>", `relay base URL (default: the room's relay, else $DUET_URL, else ${DEFAULT_BASE_URL})`)
     .option("--code <code>", "which room, when the state file holds several")
-    .version("0.1.0", "-V, --version")
+    .version(CLIENT_VERSION, "-V, --version")
     .showSuggestionAfterError()
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
