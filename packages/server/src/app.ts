@@ -18,9 +18,10 @@ import { renderLandingHtml, renderLandingMarkdown } from "./http/landing-page.js
 import { rateLimiter } from "./http/rate-limit.js";
 import { renderRecipe } from "./http/recipe.js";
 import { requestLog } from "./http/request-log.js";
+import { knownRoutes } from "./http/known-routes.js";
 import { mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
-import { ROOM_ENDPOINTS, dispatchRoomCalls, roomRoutes } from "./http/room-routes.js";
+import { ROOM_ENDPOINTS, dispatchRoomCalls, labelRoomPath, roomRoutes } from "./http/room-routes.js";
 import { apiHeaders, securityHeaders } from "./http/security-headers.js";
 import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
@@ -109,7 +110,7 @@ export function createApp(deps: AppDeps): DuetApp {
   // ---- room endpoints first (the fewest layers for calls the fast path above passed on):
   // User-Agent policy, then rate limits ------------------------------------------------
   const roomPaths = Object.keys(ROOM_ENDPOINTS);
-  app.use(roomPaths, userAgents, publicLimiter);
+  app.use(roomPaths, labelRoomPath, userAgents, publicLimiter);
   app.use(rooms.router);
   app.use(streamRoute(streams));
 
@@ -189,5 +190,6 @@ export function createApp(deps: AppDeps): DuetApp {
   }
   app.use((_req, _res, next) => next(apiError("not_found", "No such endpoint. The API is described at GET /v1/api.")));
   app.use(errorHandler(logger, metrics));
+  metrics.startRoutesAtZero(knownRoutes(app));
   return app;
 }
