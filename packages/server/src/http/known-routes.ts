@@ -15,16 +15,22 @@ interface Layer {
   handle?: { stack?: Layer[] };
 }
 
-/** Methods a route really serves: the 405 catch-alls (app.all) register every method; skip them. */
+/** Methods a route really serves; a route with any other is a 405 catch-all (app.all). */
 const SERVED = new Set(["get", "post", "delete", "put", "patch"]);
 
-function* routesOf(stack: Layer[]): Generator<{ path: string; method: string }> {
+interface Found {
+  path: string;
+  /** Upper case; empty for a 405 catch-all. */
+  methods: string[];
+}
+
+function* routesOf(stack: Layer[]): Generator<Found> {
   for (const layer of stack) {
     if (layer.route) {
+      if (typeof layer.route.path !== "string") continue;
       const methods = Object.keys(layer.route.methods);
-      if (typeof layer.route.path !== "string" || methods.includes("_all") || !methods.every((m) => SERVED.has(m)))
-        continue;
-      for (const method of methods) yield { path: layer.route.path, method: method.toUpperCase() };
+      const catchAll = methods.includes("_all") || !methods.every((m) => SERVED.has(m));
+      yield { path: layer.route.path, methods: catchAll ? [] : methods.map((m) => m.toUpperCase()) };
     } else if (layer.handle?.stack) {
       yield* routesOf(layer.handle.stack);
     }
@@ -33,15 +39,27 @@ function* routesOf(stack: Layer[]): Generator<{ path: string; method: string }> 
 
 export function knownRoutes(app: Express): KnownRoute[] {
   const documented = buildOpenApiDocument().paths as Record<string, Record<string, { responses: object }>>;
-  const seen = new Map<string, KnownRoute>();
+  const known = new Map<string, KnownRoute>();
+  const served = new Map<string, Set<string>>();
+  const catchAlls = new Set<string>();
   const stack = (app as unknown as { router: { stack: Layer[] } }).router.stack;
-  for (const { path, method } of routesOf(stack)) {
-    const responses = documented[path]?.[method.toLowerCase()]?.responses;
-    const statuses = responses ? Object.keys(responses).map(Number) : [200];
-    seen.set(`${method} ${path}`, { route: path, method, statuses });
+  for (const { path, methods } of routesOf(stack)) {
+    if (methods.length === 0) catchAlls.add(path);
+    for (const method of methods) {
+      const responses = documented[path]?.[method.toLowerCase()]?.responses;
+      const statuses = responses ? Object.keys(responses).map(Number) : [200];
+      known.set(`${method} ${path}`, { route: path, method, statuses });
+      served.set(path, (served.get(path) ?? new Set()).add(method));
+    }
+  }
+  // The 405 of the other usual method on a path that has a catch-all (GET /v1/send, POST /v1/recv).
+  for (const path of catchAlls) {
+    for (const method of ["GET", "POST"]) {
+      if (!served.get(path)?.has(method)) known.set(`${method} ${path}`, { route: path, method, statuses: [405] });
+    }
   }
   // What no route matched: the 404 every unknown path gets.
   for (const method of ["GET", "POST"])
-    seen.set(`${method} ${UNMATCHED}`, { route: UNMATCHED, method, statuses: [404] });
-  return [...seen.values()];
+    known.set(`${method} ${UNMATCHED}`, { route: UNMATCHED, method, statuses: [404] });
+  return [...known.values()];
 }

@@ -49,6 +49,10 @@ describe("a relay on Redis, before any request", () => {
       requests("/join/:code", "GET", 200),
       requests("/healthz", "GET", 200),
       requests("(unmatched)", "GET", 404),
+      // The other method on a path of the table: 405.
+      requests("/v1/send", "GET", 405),
+      requests("/v1/recv", "POST", 405),
+      requests("/mcp", "GET", 405),
       'duet_http_request_duration_seconds_count{route="/v1/send",method="POST",status="200"}',
       'duet_http_request_duration_seconds_count{route="/v1/ack",method="POST",status="200"}',
     );
