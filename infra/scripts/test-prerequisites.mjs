@@ -32,6 +32,13 @@ const PREREQUISITES = [
   },
   { name: "nginx", bin: "nginx", apt: ["nginx"], why: "the topology test puts nginx in front of three relays" },
   { name: "ss", bin: "ss", apt: ["iproute2"], why: "the listen-backlog test reads the relay's listening socket" },
+  {
+    name: "prometheus and promtool",
+    bin: "promtool",
+    apt: ["prometheus"],
+    why: "the metrics tests check /metrics with promtool and scrape a topology with Prometheus",
+    present: () => which("promtool") !== undefined && which("prometheus") !== undefined,
+  },
   // DUET_BROWSER_TESTS=off / DUET_COMPOSE_TEST=off leave those tests out, and so these.
   ...(process.env.DUET_BROWSER_TESTS === "off"
     ? []

@@ -199,6 +199,8 @@ export const ENDPOINTS = {
     method: "GET",
     path: "/v1/stats",
     summary: "Public tally: totals since the store was created",
+    description:
+      "A client whose Accept prefers text/html (a browser) gets the same figures as a page that reloads itself; any other Accept gets this JSON.",
     auth: "public",
     room: false,
     response: S.StatsResponse,

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import express, { type Express, type Request, type RequestHandler } from "express";
 import { ENDPOINT_METHODS, buildOpenApiDocument, normalizeRoomCode } from "@duet/protocol";
 import type { Config } from "./config.js";
-import { apiError } from "./errors.js";
+import { ApiError, apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { RelayMetrics } from "./metrics.js";
 import { OpenStreams } from "./realtime/streams.js";
@@ -18,10 +18,12 @@ import { renderLandingHtml, renderLandingMarkdown } from "./http/landing-page.js
 import { rateLimiter } from "./http/rate-limit.js";
 import { renderRecipe } from "./http/recipe.js";
 import { requestLog } from "./http/request-log.js";
+import { knownRoutes } from "./http/known-routes.js";
 import { mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
-import { ROOM_ENDPOINTS, dispatchRoomCalls, roomRoutes } from "./http/room-routes.js";
+import { ROOM_ENDPOINTS, dispatchRoomCalls, labelRoomPath, roomRoutes } from "./http/room-routes.js";
 import { apiHeaders, securityHeaders } from "./http/security-headers.js";
+import { STATS_PAGE_REFRESH_SECONDS, STATS_PATH, renderStatsHtml, wantsStatsPage } from "./http/stats-page.js";
 import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
 import type { Store } from "express-rate-limit";
@@ -109,7 +111,24 @@ export function createApp(deps: AppDeps): DuetApp {
   // ---- room endpoints first (the fewest layers for calls the fast path above passed on):
   // User-Agent policy, then rate limits ------------------------------------------------
   const roomPaths = Object.keys(ROOM_ENDPOINTS);
-  app.use(roomPaths, userAgents, publicLimiter);
+  app.use(roomPaths, labelRoomPath, userAgents, publicLimiter);
+  // /v1/stats for a browser: the same figures as a page (stats-page.ts); JSON goes on to the table's route.
+  app.get(STATS_PATH, (req, res, next) => {
+    res.vary("Accept");
+    if (!wantsStatsPage(req)) return next();
+    publicLimiter(req, res, (limited?: unknown) => {
+      if (limited) return next(limited);
+      ops.stats(undefined as never, { tokenHash: "", baseUrl: baseUrl(req) }).then(
+        (stats) => void res.type("html").send(renderStatsHtml(baseUrl(req), stats)),
+        (error: unknown) => {
+          if (!(error instanceof ApiError) || error.code !== "unavailable") return next(error);
+          metrics.countError(error.code);
+          res.status(503).set("Retry-After", String(STATS_PAGE_REFRESH_SECONDS)).type("html");
+          res.send(renderStatsHtml(baseUrl(req), undefined));
+        },
+      );
+    });
+  });
   app.use(rooms.router);
   app.use(streamRoute(streams));
 
@@ -189,5 +208,6 @@ export function createApp(deps: AppDeps): DuetApp {
   }
   app.use((_req, _res, next) => next(apiError("not_found", "No such endpoint. The API is described at GET /v1/api.")));
   app.use(errorHandler(logger, metrics));
+  metrics.startRoutesAtZero(knownRoutes(app));
   return app;
 }

@@ -68,6 +68,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   const { metrics } = app.locals;
   for (const [name, connection] of connections) {
     let connectedBefore = false;
+    metrics.watchConnection(name);
     connection.on("error", (error: Error) => {
       metrics.redisErrors.inc({ connection: name });
       logger.warn({ connection: name, err: error }, "redis connection error");

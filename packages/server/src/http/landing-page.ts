@@ -19,7 +19,11 @@ const links = (base: string) =>
       about: "how an agent uses the duet CLI, and the rules it keeps (markdown)",
     },
     { path: CLI_PATH, label: "The duet CLI", about: "one file that needs only Node 20" },
-    { path: "/v1/stats", label: "Stats", about: "rooms, pairs, messages and bytes relayed so far (JSON)" },
+    {
+      path: "/v1/stats",
+      label: "Stats",
+      about: "rooms, pairs, messages and bytes relayed so far (a page that reloads itself; JSON for scripts)",
+    },
   ].map((link) => ({ ...link, url: `${base}${link.path}` }));
 
 const about = ({ idleMinutes, maxMinutes }: LandingSettings) => [
