@@ -12,7 +12,7 @@
 //   (containers plus commas), nesting deeper than MAX_BODY_DEPTH, or more than
 //   MAX_BODY_STRUCTURE_BYTES of numbers, literals and punctuation refuse the body at once;
 // - each string's content is decoded (UTF-8 checked, escapes by JSON.parse of the piece) as
-//   its bytes arrive, and a string longer than any legal text refuses the body;
+//   its bytes arrive, and kept only as far as 2 MiB and a piece (no legal string is longer);
 // - what remains for the end is a skeleton (the structure, every string replaced by its index),
 //   at most MAX_BODY_STRUCTURE_BYTES, parsed by JSON.parse, and its strings put back.
 //
@@ -40,7 +40,6 @@ const isWhitespace = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c 
 const TOO_MANY_ITEMS = `The body holds more than ${MAX_BODY_ITEMS.toLocaleString("en")} fields and array items; no duet call needs that many.`;
 const TOO_DEEP = `The body nests objects and arrays deeper than ${MAX_BODY_DEPTH} levels.`;
 const TOO_MUCH_STRUCTURE = `The body holds more than ${MAX_SKELETON_BYTES.toLocaleString("en")} bytes outside its strings; no duet call needs that many.`;
-const TOO_LONG_STRING = `The body holds a string larger than ${MAX_TEXT_BYTES.toLocaleString("en")} UTF-8 bytes; split the text, or publish it at a URL and send the URL.`;
 export const NOT_JSON = "The body is not valid JSON.";
 export const NOT_UTF8 = "The body is not valid UTF-8.";
 
@@ -120,6 +119,12 @@ export class JsonBodyParser {
   /** The body's value once every chunk was fed, or the refusal. An empty body is {}. */
   end(): { value: unknown } | ApiError {
     if (this.inString) return apiError("bad_request", NOT_JSON);
+    // A string cut short must not end in half a surrogate pair (that would read as invalid
+    // Unicode rather than as too long).
+    for (let i = 0; i < this.strings.length; i++) {
+      const value = this.strings[i]!;
+      if (value.length > MAX_TEXT_BYTES + 1 && /[\ud800-\udbff]$/.test(value)) this.strings[i] = value.slice(0, -1);
+    }
     if (this.fed === 0) return { value: {} };
     let parsed: unknown;
     try {
@@ -213,10 +218,13 @@ export class JsonBodyParser {
         }
       }
       const index = this.strings.length - 1;
-      const value = this.strings[index]! + text;
-      // UTF-16 units never outnumber UTF-8 bytes: more units than the limit is a longer text.
-      if (value.length > MAX_TEXT_BYTES) return apiError("too_large", TOO_LONG_STRING);
-      this.strings[index] = value;
+      const kept = this.strings[index]!;
+      // A string longer than any legal text is kept only as far as it takes to see that: more
+      // UTF-16 units than MAX_TEXT_BYTES are more UTF-8 bytes too, so whatever reads it answers
+      // too_large (or names it an unknown field) as it would the whole, and what runs after
+      // the parse (schemas, byte counts) never walks more than about 2 MiB of one string.
+      const room = MAX_TEXT_BYTES + 2 - kept.length;
+      if (room > 0) this.strings[index] = kept + (text.length > room ? text.slice(0, room) : text);
     }
     return next;
   }

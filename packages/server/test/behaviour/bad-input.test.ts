@@ -258,13 +258,17 @@ forEachTarget((target) => {
       });
     });
 
-    it("a string longer than any legal text is 400 too_large, even where no text belongs", async () => {
+    it("a text or a field name longer than any legal text is refused as such, in a short answer", async () => {
       const { client } = target();
-      expectError(
-        await client.call("POST", "/v1/open", { rawBody: `{"${"k".repeat(MAX_TEXT_BYTES + 1)}":1}` }),
-        400,
-        "too_large",
-      );
+      const room = await client.pairedRoom();
+      const name = await client.call("POST", "/v1/open", { rawBody: `{"${"k".repeat(3 * MAX_TEXT_BYTES)}":1}` });
+      expectError(name, 400, "bad_request");
+      expect(name.text.length).toBeLessThan(200);
+      const text = await client.call("POST", "/v1/send", {
+        rawBody: `{"code":"${room.code}","text":"${"\\u00e9".repeat(MAX_TEXT_BYTES)}"}`,
+        token: room.a,
+      });
+      expectError(text, 400, "too_large");
     });
   });
 

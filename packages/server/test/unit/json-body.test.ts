@@ -125,12 +125,21 @@ describe("JsonBodyParser", () => {
     });
   });
 
-  it("refuses a string longer than any legal text as too_large, and takes the longest legal one in escapes", () => {
+  it("takes the longest legal text in escapes, and keeps a longer string only as far as it takes to see it is too long", () => {
     const escaped = Buffer.from(`{"text":"${"\\u0001".repeat(MAX_TEXT_BYTES)}"}`);
     const taken = parse(escaped, [65_536, 65_539, 1_000_001]) as { value: { text: string } };
     expect(taken.value.text).toBe("\u0001".repeat(MAX_TEXT_BYTES));
-    expect(parse(Buffer.from(`{"text":"${"a".repeat(MAX_TEXT_BYTES + 1)}"}`))).toMatchObject({ error: "too_large" });
-    expect(parse(Buffer.from(`{"${"k".repeat(MAX_TEXT_BYTES + 1)}":1}`))).toMatchObject({ error: "too_large" });
+    const long = parse(Buffer.from(`{"text":"${"a".repeat(3 * MAX_TEXT_BYTES)}"}`)) as { value: { text: string } };
+    expect(long.value.text.length).toBeGreaterThan(MAX_TEXT_BYTES);
+    expect(long.value.text.length).toBeLessThan(MAX_TEXT_BYTES + 70_000);
+    // Cut between the two halves of a surrogate pair, it never ends in half of one.
+    const pairs = MAX_TEXT_BYTES / 2 + 5_000;
+    const emoji = Buffer.from(`{"text":"${"\\ud83d\\ude00".repeat(pairs)}"}`);
+    // Every chunk ends between the two escapes of a pair.
+    const cuts = Array.from({ length: Math.floor(pairs / 1000) }, (_, j) => 9 + 12 * 1000 * (j + 1) + 6);
+    const cut = parse(emoji, cuts) as { value: { text: string } };
+    expect(cut.value.text.length).toBeGreaterThan(MAX_TEXT_BYTES);
+    expect(cut.value.text).toMatch(/^(?:\u{1f600})+$/u);
   });
 
   it(`refuses more than ${MAX_BODY_STRUCTURE_BYTES} bytes outside strings (a number of a million digits)`, () => {
