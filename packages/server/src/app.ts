@@ -1,7 +1,7 @@
 // createApp(deps): the Express application, built from its dependencies and never
 // listening by itself (main.ts does that), so tests can build as many as they like.
 import { join } from "node:path";
-import express, { type Express, type Request, type RequestHandler } from "express";
+import express, { type Express, type RequestHandler, type Response } from "express";
 import { ENDPOINT_METHODS, buildOpenApiDocument, normalizeRoomCode } from "@duet/protocol";
 import type { Config } from "./config.js";
 import { apiError } from "./errors.js";
@@ -11,6 +11,7 @@ import { OpenStreams } from "./realtime/streams.js";
 import { WaitingRecvs } from "./realtime/wait-for-messages.js";
 import { CachedTally } from "./store/cached-tally.js";
 import type { RoomStore } from "./store/room-store.js";
+import { baseUrlFor } from "./http/base-url.js";
 import { errorHandler } from "./http/error-handler.js";
 import { downloadRoutes } from "./http/downloads.js";
 import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";
@@ -72,7 +73,16 @@ export function createApp(deps: AppDeps): DuetApp {
   app.set("trust proxy", config.trustProxy);
   app.set("query parser", "simple");
 
-  const baseUrl = (req: Request) => config.publicUrl ?? `${req.protocol}://${req.host}`;
+  const baseUrl = baseUrlFor(config.publicUrl);
+  // Pages that print the base URL: without PUBLIC_URL it comes from the request's Host (or a
+  // trusted proxy's X-Forwarded-Host), which a shared cache may not key them on, so no cache
+  // may keep them. With PUBLIC_URL they are the same for everyone; the join page still
+  // depends on its room.
+  const cachePage = (res: Response, perRoom = false) =>
+    void res.set(
+      "Cache-Control",
+      config.publicUrl === undefined ? "no-store" : perRoom ? "no-cache" : "public, max-age=300",
+    );
 
   const log = requestLog(logger, metrics);
   const publicLimiter = rateLimiter(
@@ -134,6 +144,7 @@ export function createApp(deps: AppDeps): DuetApp {
     res.status(ready ? 200 : 503).json({ ready });
   });
   app.get("/v1/api", (req, res) => {
+    cachePage(res);
     res.type("text/markdown; charset=utf-8").send(
       renderRecipe({
         baseUrl: baseUrl(req),
@@ -151,8 +162,12 @@ export function createApp(deps: AppDeps): DuetApp {
       next(error);
     }
   });
-  app.get("/v1/openapi.json", (req, res) => void res.json(buildOpenApiDocument(baseUrl(req))));
+  app.get("/v1/openapi.json", (req, res) => {
+    cachePage(res);
+    res.json(buildOpenApiDocument(baseUrl(req)));
+  });
   app.get("/", (req, res) => {
+    cachePage(res);
     const settings = {
       baseUrl: baseUrl(req),
       idleMinutes: config.roomIdleMs / 60_000,
@@ -167,6 +182,7 @@ export function createApp(deps: AppDeps): DuetApp {
   app.get("/join/:code", async (req, res, next) => {
     const code = normalizeRoomCode(req.params.code);
     if (!code) return next(apiError("not_found", "This is not a duet room code."));
+    const base = baseUrl(req);
     let room: { e2e: boolean };
     try {
       // Only whether the room is end-to-end encrypted; an unknown room gets the plain page.
@@ -174,10 +190,11 @@ export function createApp(deps: AppDeps): DuetApp {
     } catch (error) {
       return next(error);
     }
+    cachePage(res, true);
     res.vary("Accept");
     if (req.accepts(["text/markdown", "text/html"]) === "text/html")
-      return void res.type("html").send(renderJoinHtml(baseUrl(req), code, room));
-    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(baseUrl(req), code, room));
+      return void res.type("html").send(renderJoinHtml(base, code, room));
+    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(base, code, room));
   });
 
   // ---- everything else -----------------------------------------------------------------
