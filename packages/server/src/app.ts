@@ -151,6 +151,7 @@ export function createApp(deps: AppDeps): DuetApp {
         idleMinutes: config.roomIdleMs / 60_000,
         maxMinutes: config.roomMaxMs / 60_000,
         endingKeepSeconds: config.roomEndingKeepMs / 1000,
+        roomsPerClient: config.roomsPerClient,
       }),
     );
   });

@@ -35,6 +35,7 @@ import type { RelayMetrics } from "../metrics.js";
 import { hashSeatToken } from "../store/credentials.js";
 import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
+import { clientKey } from "./rate-limit.js";
 import { echoName, parseInput } from "./validate.js";
 
 export const MCP_PATH = "/mcp";
@@ -207,7 +208,13 @@ export function mcpRoutes(deps: McpDeps): Router {
         throw apiError("bad_request", "text contains your own seat token: never send it. Remove it and send again.");
       }
       const run = operations[entry.id] as Operation<OperationId>;
-      const result = await run(input as never, { tokenHash, baseUrl: baseUrl(req), signal, onWaiting });
+      const result = await run(input as never, {
+        tokenHash,
+        baseUrl: baseUrl(req),
+        client: clientKey(req),
+        signal,
+        onWaiting,
+      });
       if (result === undefined) return { isError: true, content: [{ type: "text", text: "Cancelled." }] };
       return {
         content: [{ type: "text", text: JSON.stringify(result) }],

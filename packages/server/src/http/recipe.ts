@@ -24,6 +24,8 @@ export interface RecipeSettings {
   maxMinutes: number;
   /** How long the reason a room ended stays readable to its seats. Default 600. */
   endingKeepSeconds?: number;
+  /** Live rooms one address may hold (ROOMS_PER_IP); 0: no limit. Default 50. */
+  roomsPerClient?: number;
 }
 
 const TEMPLATE = readFileSync(join(__dirname, "recipe.md"), "utf8");
@@ -63,7 +65,13 @@ export function fillTemplate(template: string, values: Record<string, string>, b
   );
 }
 
-export function renderRecipe({ baseUrl, idleMinutes, maxMinutes, endingKeepSeconds = 600 }: RecipeSettings): string {
+export function renderRecipe({
+  baseUrl,
+  idleMinutes,
+  maxMinutes,
+  endingKeepSeconds = 600,
+  roomsPerClient = 50,
+}: RecipeSettings): string {
   return fillTemplate(
     TEMPLATE,
     {
@@ -72,6 +80,7 @@ export function renderRecipe({ baseUrl, idleMinutes, maxMinutes, endingKeepSecon
       idle_minutes: String(idleMinutes),
       max_minutes: String(maxMinutes),
       expires_in: String(maxMinutes * 60),
+      rooms_per_ip: roomsPerClient > 0 ? String(roomsPerClient) : "no limit",
       ending_keep: endingKeepSeconds % 60 === 0 ? `${endingKeepSeconds / 60} minutes` : `${endingKeepSeconds} seconds`,
     },
     baseUrl,
