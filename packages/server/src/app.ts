@@ -19,7 +19,7 @@ import { renderLandingHtml, renderLandingMarkdown } from "./http/landing-page.js
 import { rateLimiter } from "./http/rate-limit.js";
 import { renderRecipe } from "./http/recipe.js";
 import { requestLog } from "./http/request-log.js";
-import { mcpRoutes } from "./http/mcp.js";
+import { MCP_PATH, mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
 import { ROOM_ENDPOINTS, dispatchRoomCalls, roomRoutes } from "./http/room-routes.js";
 import { apiHeaders, securityHeaders } from "./http/security-headers.js";
@@ -50,6 +50,9 @@ export interface DuetApp extends Express {
     operations: Operations;
   };
 }
+
+/** A path's Allow header: its one method, and HEAD beside GET except on the push stream. */
+const allowFor = (path: string, method: string) => (method === "GET" && path !== "/v1/stream" ? "GET, HEAD" : method);
 
 export function createApp(deps: AppDeps): DuetApp {
   const { config, store, logger } = deps;
@@ -115,6 +118,18 @@ export function createApp(deps: AppDeps): DuetApp {
 
   app.use(log);
   app.use(securityHeaders());
+
+  // OPTIONS on an API path, and HEAD on the push stream, answer the JSON 405 of every other
+  // method with its Allow, before Express's own OPTIONS answer (200 text/plain "POST") or a
+  // HEAD that runs the stream's checks and answers 400 without a body. No CORS either way.
+  const onlyMethod: Record<string, string> = { ...ENDPOINT_METHODS, ...ROOM_ENDPOINTS, [MCP_PATH]: "POST" };
+  app.use((req, res, next) => {
+    if (req.method !== "OPTIONS" && !(req.method === "HEAD" && req.path === "/v1/stream")) return next();
+    const method = onlyMethod[req.path];
+    if (method === undefined) return next();
+    res.set("Allow", allowFor(req.path, method));
+    next(apiError("method_not_allowed", `Use ${method} ${req.path}.`));
+  });
 
   // ---- room endpoints first (the fewest layers for calls the fast path above passed on):
   // User-Agent policy, then rate limits ------------------------------------------------
@@ -201,7 +216,7 @@ export function createApp(deps: AppDeps): DuetApp {
   // ---- everything else -----------------------------------------------------------------
   for (const [path, method] of Object.entries({ ...ENDPOINT_METHODS, ...ROOM_ENDPOINTS })) {
     app.all(path, (_req, res, next) => {
-      res.set("Allow", method === "GET" ? "GET, HEAD" : method);
+      res.set("Allow", allowFor(path, method));
       next(apiError("method_not_allowed", `Use ${method} ${path}.`));
     });
   }

@@ -348,6 +348,25 @@ forEachTarget((target) => {
       expectError(await target().client.call("DELETE", "/v1/recv"), 405, "method_not_allowed");
     });
 
+    it("OPTIONS on an API path is the JSON 405 with Allow (not 200 text/plain), HEAD on the stream too", async () => {
+      const { client } = target();
+      const paths: [string, string][] = [
+        ...OPERATION_IDS.map((id): [string, string] => [ENDPOINTS[id].path, ENDPOINTS[id].method]),
+        ["/v1/stream", "GET"],
+        ["/mcp", "POST"],
+      ];
+      for (const [path, method] of paths) {
+        const reply = await client.call("OPTIONS", path);
+        expectError(reply, 405, "method_not_allowed");
+        expect({ path, allow: reply.headers.get("allow") }).toEqual({
+          path,
+          allow: method === "GET" && path !== "/v1/stream" ? "GET, HEAD" : method,
+        });
+      }
+      const head = await client.call("HEAD", "/v1/stream");
+      expect({ status: head.status, allow: head.headers.get("allow") }).toEqual({ status: 405, allow: "GET" });
+    });
+
     it("every operation of the endpoint table answers another method with 405 and its one method in Allow", async () => {
       for (const id of OPERATION_IDS) {
         const { method, path } = ENDPOINTS[id];

@@ -46,7 +46,7 @@ export class TestClient {
     const response = await fetch(url, { method, headers, body, signal: options.signal });
     const text = await response.text();
     let parsed: unknown = text;
-    if ((response.headers.get("content-type") ?? "").includes("json")) parsed = JSON.parse(text);
+    if (text !== "" && (response.headers.get("content-type") ?? "").includes("json")) parsed = JSON.parse(text);
     return { status: response.status, body: parsed as Reply<T>["body"], text, headers: response.headers };
   }
 
