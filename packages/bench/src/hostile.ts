@@ -70,6 +70,8 @@ function shapes(): Shape[] {
 interface Phase {
   latency: { count: number; p50: number; p99: number; max: number };
   eldMaxMs: number;
+  /** The node's CPU time over the phase's wall time (1 = one core busy). */
+  cpu: number;
   hostile: Record<string, Record<string, number>>;
 }
 
@@ -119,15 +121,18 @@ async function flood(url: string, bodies: Shape[], untilMs: number, tally: Phase
 }
 
 async function phase(server: ServerProcess, bodies: Shape[] | undefined, seconds: number): Promise<Phase> {
-  await server.metrics({ resetEld: true });
-  const until = performance.now() + seconds * 1000;
+  const before = await server.metrics({ resetEld: true });
+  const started = performance.now();
+  const until = started + seconds * 1000;
   const hostile: Phase["hostile"] = {};
   const [samples] = await Promise.all([
     bystander(server.url, until),
     bodies ? flood(server.url, bodies, until, hostile) : Promise.resolve(),
   ]);
   const metrics = await server.metrics({ resetEld: true });
-  return { latency: summarize(samples), eldMaxMs: metrics.eldMaxMs, hostile };
+  const cpuUs = metrics.cpuUserUs + metrics.cpuSystemUs - before.cpuUserUs - before.cpuSystemUs;
+  const cpu = cpuUs / 1000 / (performance.now() - started);
+  return { latency: summarize(samples), eldMaxMs: metrics.eldMaxMs, cpu, hostile };
 }
 
 const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(1) : "–");
@@ -166,7 +171,7 @@ async function main(): Promise<void> {
     const rows = names.flatMap((name) =>
       (["calm", "flood"] as const).map((when) => {
         const p = results[name]![when];
-        return `| ${name} | ${when} | ${p.latency.count} | ${ms(p.latency.p50)} | ${ms(p.latency.p99)} | ${ms(p.latency.max)} | ${ms(p.eldMaxMs)} |`;
+        return `| ${name} | ${when} | ${p.latency.count} | ${ms(p.latency.p50)} | ${ms(p.latency.p99)} | ${ms(p.latency.max)} | ${ms(p.eldMaxMs)} | ${Math.round(p.cpu * 100)} % |`;
       }),
     );
     const hostileRows = names.flatMap((name) =>
@@ -186,8 +191,8 @@ async function main(): Promise<void> {
       `GET /healthz, one at a time 5 ms apart, ${CALM_SECONDS} s calm then ${FLOOD_SECONDS} s while ${HOSTILE_CONNECTIONS} connections post the bodies below in turn.`,
       `${cpus().length} cores, load average ${load} at the start.`,
       "",
-      "| build | phase | bystander calls | p50 ms | p99 ms | max ms | node's event-loop delay, max ms |",
-      "|---|---|---|---|---|---|---|",
+      "| build | phase | bystander calls | p50 ms | p99 ms | max ms | node's event-loop delay, max ms | node's CPU |",
+      "|---|---|---|---|---|---|---|---|",
       ...rows,
       "",
       "| build | hostile body | size | answers (status, and size when over 1 kB) |",
