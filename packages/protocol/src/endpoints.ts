@@ -52,7 +52,7 @@ export const ENDPOINTS = {
     input: { in: "body", schema: S.OpenRequest, required: false },
     response: S.OpenResponse,
     responseDescription: "The room, your seat and its token, and the share block.",
-    errors: COMMON,
+    errors: [...COMMON, "too_many_rooms", "insufficient_storage"],
     tool: {
       title: "Open a duet room",
       description:
@@ -91,7 +91,7 @@ export const ENDPOINTS = {
     input: { in: "body", schema: S.SendRequest, required: true },
     response: S.SendResponse,
     responseDescription: "Accepted (not yet read). The same idempotency_key and text give the same id.",
-    errors: [...AUTHED, "too_large", "e2e_required", "idempotency_conflict", "mailbox_full"],
+    errors: [...AUTHED, "too_large", "e2e_required", "idempotency_conflict", "mailbox_full", "insufficient_storage"],
     tool: {
       title: "Send a text to the peer",
       description:

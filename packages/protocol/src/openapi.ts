@@ -117,8 +117,9 @@ export function buildOpenApiDocument(serverUrl?: string) {
       },
     },
   };
-  // Documents, not operations of the table: public, any User-Agent.
-  const tooMany = errorResponses(["rate_limited"]);
+  // Documents, not operations of the table: public, any User-Agent. Built with the public base
+  // URL: without PUBLIC_URL, a malformed Host is 400 (docs/protocol.md §5.1).
+  const tooMany = errorResponses(["bad_request", "rate_limited"]);
   paths["/v1/api"] = {
     get: {
       operationId: "recipe",

@@ -32,7 +32,8 @@ export interface StoreWiring {
 /** Builds the store the configuration asks for: Redis when configured, else in-process. */
 export function createStore(config: Config): StoreWiring {
   const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs, endingKeepMs: config.roomEndingKeepMs };
-  if (!config.redis) return { store: new MemoryRoomStore(lifetimes), connections: [] };
+  const budget = { roomsPerOwner: config.roomsPerClient, maxBytes: config.memoryStoreMaxBytes };
+  if (!config.redis) return { store: new MemoryRoomStore(lifetimes, Date.now, budget), connections: [] };
   const keys = new RedisKeys(config.redis.keyPrefix);
   const { commands: client, subscriber, acked, stop } = createRedisConnections(config.redis);
   const store = new RedisRoomStore({
@@ -46,6 +47,7 @@ export function createStore(config: Config): StoreWiring {
       ? { client: acked, replicas: config.redis.writeAckReplicas, timeoutMs: config.redis.writeAckTimeoutMs }
       : undefined,
     onClose: stop,
+    budget,
   });
   return {
     store,

@@ -26,6 +26,7 @@ export async function startRelay(env: Record<string, string> = {}): Promise<Rela
       PORT: "0",
       HOST: "127.0.0.1",
       RATE_LIMIT_ROOMS: "1000",
+      ROOMS_PER_IP: "0",
       RATE_LIMIT_REQUESTS: "100000",
       STATS_CACHE_MS: "0",
       ...env,

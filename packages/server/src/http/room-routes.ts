@@ -8,6 +8,7 @@ import { labelRoute } from "./request-log.js";
 import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
 import { ClientGone } from "../realtime/wait-for-messages.js";
+import { clientKey } from "./rate-limit.js";
 import { parseInput } from "./validate.js";
 
 export interface RoomRouteDeps {
@@ -62,7 +63,7 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
           if (!res.writableFinished) abandoned.abort();
         });
       }
-      run(input as never, { tokenHash, baseUrl: baseUrl(req), signal }).then((body) => {
+      run(input as never, { tokenHash, baseUrl: baseUrl(req), client: clientKey(req), signal }).then((body) => {
         if (body !== undefined) res.json(body);
       }, next);
     };

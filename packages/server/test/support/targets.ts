@@ -43,6 +43,7 @@ const TEST_DEFAULTS: Record<string, string> = {
   PORT: "0",
   RATE_LIMIT_REQUESTS: "0",
   RATE_LIMIT_ROOMS: "0",
+  ROOMS_PER_IP: "0",
   // Tests read the tally right after the change they count.
   STATS_CACHE_MS: "0",
   LOG_LEVEL: "info",
