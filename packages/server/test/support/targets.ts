@@ -10,20 +10,17 @@ import { loadConfig, type Config } from "../../src/config";
 import { createLogger } from "../../src/logger";
 import { startRelay, type RunningRelay } from "../../src/relay";
 import { TestClient } from "./http-client";
+import { FIXTURE_OF, type TargetKind, VARIABLE_OF, selectedTargets } from "./selection";
 import { spawnRelay } from "@duet/testkit";
 
-export type TargetKind = "memory" | "redis" | "redis-3-nodes" | "cluster" | "cluster-3-nodes" | "sentinel" | "process";
+export type { TargetKind } from "./selection";
 
-/** Targets the whole behaviour suite runs on. */
-export const BEHAVIOUR_TARGETS: TargetKind[] = [
-  "memory",
-  "redis",
-  "redis-3-nodes",
-  "cluster",
-  "cluster-3-nodes",
-  "sentinel",
-  "process",
-];
+/**
+ * Targets the whole behaviour suite runs on: every one, or those DUET_TARGETS names
+ * (`DUET_TARGETS=memory npx jest test/behaviour/rooms.test.ts`). A test that names its
+ * kinds (`forEachTarget(body, { kinds: ["redis"] })`) runs on those whatever DUET_TARGETS says.
+ */
+export const BEHAVIOUR_TARGETS: TargetKind[] = selectedTargets();
 
 export interface RelayTarget {
   kind: TargetKind;
@@ -51,6 +48,12 @@ const TEST_DEFAULTS: Record<string, string> = {
 export const uniquePrefix = () => `t${process.pid}-${randomBytes(4).toString("hex")}:`;
 
 export async function startTarget(kind: TargetKind, env: Record<string, string> = {}): Promise<RelayTarget> {
+  const fixture = FIXTURE_OF[kind];
+  if (fixture && !process.env[VARIABLE_OF[fixture]] && !env[VARIABLE_OF[fixture]])
+    throw new Error(
+      `the ${kind} target needs ${VARIABLE_OF[fixture]}, which the global setup sets only for files that name the target ` +
+        `(forEachTarget, "${kind}" as a string, or process.env.${VARIABLE_OF[fixture]}): see test/support/selection.ts`,
+    );
   const onCluster = kind.startsWith("cluster");
   const onSentinel = kind === "sentinel";
   const fullEnv = {
