@@ -22,6 +22,19 @@ export type { TargetKind } from "./selection";
  */
 export const BEHAVIOUR_TARGETS: TargetKind[] = selectedTargets();
 
+/**
+ * Targets for the tests that wait out real seconds (room lifetimes, how long an ending is
+ * kept, a rate-limit window): the in-process store, one Redis, and three nodes on the
+ * Cluster. Each store implementation (memory, Lua) and each Redis topology (one server, a
+ * cluster, several nodes) still runs them, without the same seconds waited seven times;
+ * what the other targets add (Sentinel's write-ack, the process) does not touch the clock.
+ * Within DUET_TARGETS; when it names none of these, on the targets it names.
+ */
+const TIMED: TargetKind[] = ["memory", "redis", "cluster-3-nodes"];
+export const TIMED_TARGETS: TargetKind[] = BEHAVIOUR_TARGETS.some((kind) => TIMED.includes(kind))
+  ? BEHAVIOUR_TARGETS.filter((kind) => TIMED.includes(kind))
+  : BEHAVIOUR_TARGETS;
+
 export interface RelayTarget {
   kind: TargetKind;
   client: TestClient;
