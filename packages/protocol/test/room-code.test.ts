@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { buildOpenApiDocument, normalizeRoomCode, roomCodeFromBytes, RecvQuery, SendRequest } from "../src/index.js";
+import { normalizeRoomCode, roomCodeFromBytes, RecvQuery, SendRequest } from "../src/index.js";
 
 describe("room codes", () => {
   it("mints three groups of four Crockford base32 characters", () => {
@@ -37,29 +37,5 @@ describe("schemas", () => {
   });
   it("refuses unknown fields so that a misspelt option is not silently ignored", () => {
     expect(SendRequest.safeParse({ code: "k7dq-3mxa-9z2f", text: "x", idempotencyKey: "k" }).success).toBe(false);
-  });
-});
-
-describe("OpenAPI document", () => {
-  it("is OpenAPI 3.1 with info.version 1.0.0 and every endpoint", () => {
-    const doc = buildOpenApiDocument("http://relay.example");
-    expect(doc.openapi).toBe("3.1.0");
-    expect(doc.info.version).toBe("1.0.0");
-    expect(Object.keys(doc.paths).sort()).toEqual(
-      [
-        "/v1/ack",
-        "/v1/api",
-        "/v1/close",
-        "/v1/join",
-        "/v1/open",
-        "/v1/openapi.json",
-        "/v1/recv",
-        "/v1/send",
-        "/v1/stats",
-        "/v1/status",
-        "/v1/stream",
-      ].sort(),
-    );
-    expect(JSON.stringify(doc)).toContain("idempotency_key");
   });
 });
