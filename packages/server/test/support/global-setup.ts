@@ -37,8 +37,7 @@ export default async function globalSetup() {
     await setUp();
   } catch (error) {
     // Jest skips the global teardown when the setup fails: undo what was started here.
-    // In parallel; when one fails, the others still finish starting, so the catch above stops them.
-    const started = await Promise.allSettled([
+    await Promise.allSettled([
       globalThis.__TEST_REDIS_STOP__?.(),
       globalThis.__TEST_CLUSTER_STOP__?.(),
       globalThis.__TEST_SENTINEL_STOP__?.(),
