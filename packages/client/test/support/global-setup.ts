@@ -1,4 +1,4 @@
-// Jest global setup: the end-to-end tests run the built server and the built CLI, so build
+// Jest global setup: the integration tests (test/integration/) run the built server and the built CLI, so build
 // protocol, testkit, client and server when a source is newer than its build.
 import { resolve } from "node:path";
 import { ensureBuilt } from "../../../testkit/src/build";
