@@ -4,18 +4,9 @@ import { setMaxListeners } from "node:events";
 import { Redis } from "ioredis";
 import { spawnCluster, spawnRedis, type SpawnedCluster, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget, type TargetKind } from "../support/targets";
-import { holdRecv, openRoomWithRetry } from "../support/workload";
+import { asClient, holdRecv, openRoomWithRetry } from "../support/workload";
 
 const MULTI_NODE: TargetKind[] = ["redis-3-nodes", "cluster-3-nodes"];
-
-/** A call as a client makes it: a 503 (a node shedding load, a slow store) is retried after its Retry-After. */
-async function asClient<T extends { status: number; headers: Headers }>(call: () => Promise<T>): Promise<T> {
-  for (;;) {
-    const reply = await call();
-    if (reply.status !== 503) return reply;
-    await new Promise((resolve) => setTimeout(resolve, Number(reply.headers.get("retry-after") ?? 1) * 1000));
-  }
-}
 
 /** Admin connections to every Redis process behind a target. */
 function adminClients(kind: TargetKind): Redis[] {
