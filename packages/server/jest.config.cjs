@@ -24,6 +24,9 @@ module.exports = {
     "^@duet/testkit$": "<rootDir>/../testkit/src/index.ts", // shared fixtures, from source
     "^(\\.{1,2}/.*)\\.js$": "$1", // NodeNext source imports "./app.js"
   },
+  // The global setup starts only the Redis fixtures the selected files need: the sequencer
+  // tells it which files those are (DUET_TARGETS narrows the behaviour suite's targets).
+  testSequencer: "<rootDir>/../testkit/jest-sequencer.cjs",
   globalSetup: "<rootDir>/test/support/global-setup.ts",
   globalTeardown: "<rootDir>/test/support/global-teardown.ts",
   testTimeout: 30_000,

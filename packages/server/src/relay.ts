@@ -1,6 +1,7 @@
 // The relay as a library: build the store the configuration asks for, listen, and stop
 // gracefully. main.ts runs it as a process; tests and the benchmark start it in their own.
 import type { Server } from "node:http";
+import type { Socket } from "node:net";
 import type { Store } from "express-rate-limit";
 import { createApp } from "./app.js";
 import { within } from "./deadline.js";
@@ -82,6 +83,14 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     });
   }
   const server = app.listen(config.port, config.host, config.listenBacklog);
+  // Connections, so that shutdown can close those that never sent a byte: Node's
+  // closeIdleConnections leaves them open (no request has ended on them), and they would
+  // hold the drain for SHUTDOWN_DRAIN_SECONDS.
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
   await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
   // Above the load balancer's idle timeout, so the balancer closes idle connections first.
   server.keepAliveTimeout = config.keepAliveTimeoutMs;
@@ -101,12 +110,18 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     app.locals.waitingRecvs.drain();
     app.locals.streams.drain();
     server.closeIdleConnections();
+    // A connection that has not sent a byte a second into the shutdown is a spare, not a
+    // request on its way (Node reads a request's first bytes as soon as they arrive).
+    const spares = setTimeout(() => {
+      for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
+    }, 1000).unref();
     const drained = await within(
       closed.then(() => true),
       config.shutdownDrainMs,
       () => false,
       { unref: true },
     );
+    clearTimeout(spares);
     if (!drained) server.closeAllConnections();
     await store.close();
     logger.info({ drained }, "stopped");

@@ -1,6 +1,6 @@
 // GET / (the landing page) and the downloads an agent fetches from the relay (the CLI in one
 // file and the skill), through supertest. The built bundle itself is run end to end in
-// packages/client/test/e2e/bundle.e2e.test.ts.
+// packages/client/test/integration/bundle.test.ts.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -12,6 +12,10 @@ import { ROOT, startRelay, type RelayProcess } from "../support/processes";
 
 const run = promisify(execFile);
 
+// Each step starts a Node process: seconds when test runs share two cores (one CI run under
+// a load average of 20 took the conversation past 30 s). The timeout only guards a hang.
+jest.setTimeout(180_000);
+
 describe("the CLI bundle served by the relay", () => {
   let relay: RelayProcess;
   let workDir: string;
