@@ -35,6 +35,8 @@ export interface EndpointSpec {
    * for tools when the wire form differs (a query's numbers are strings on the wire).
    */
   tool?: { title: string; description: string; input?: z.ZodObject; readOnly: boolean };
+  /** A client whose Accept prefers text/html gets a page instead (its 200, and its 503 while the store is down). */
+  page?: true;
 }
 
 const endpoint = <const E extends EndpointSpec>(spec: E) => spec;
@@ -205,6 +207,7 @@ export const ENDPOINTS = {
     room: false,
     response: S.StatsResponse,
     responseDescription: "Counts only: no bodies, no tokens, no codes.",
+    page: true,
     errors: ["rate_limited", "unavailable", "internal"],
     tool: {
       title: "Relay statistics",

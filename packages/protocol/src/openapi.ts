@@ -64,7 +64,14 @@ function operation(spec: EndpointSpec) {
   } else if (spec.input?.in === "query") {
     op.parameters = queryParams(spec.input.schema);
   }
-  op.responses = { ...ok(spec.response, spec.responseDescription), ...errorResponses(spec.errors) };
+  const responses: Record<string, { content: Record<string, unknown> }> = {
+    ...ok(spec.response, spec.responseDescription),
+    ...(errorResponses(spec.errors) as Record<string, { content: Record<string, unknown> }>),
+  };
+  if (spec.page)
+    for (const status of ["200", "503"])
+      if (responses[status]) responses[status].content["text/html"] = { schema: { type: "string" } };
+  op.responses = responses;
   return op;
 }
 
