@@ -7,11 +7,11 @@ import {
   PEER_ACTIVE_WINDOW_MS,
   type EndReason,
   type Message,
-  type RoomEnding,
   type Seat,
 } from "@duet/protocol";
 import { ApiError, apiError, roomEndedError } from "../../errors.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken } from "../credentials.js";
+import { emptyAsNone, endingFor, membersOf, noneAsEmpty, peerOf, type EndingRecord } from "../room-rules.js";
 import {
   DEFAULT_ENDING_KEEP_MS,
   type InboxSnapshot,
@@ -257,8 +257,8 @@ export class RedisRoomStore implements RoomStore {
         input.tokenHash,
         this.idleMs,
         input.text,
-        input.idempotencyKey ?? "",
-        input.textDigest ?? "",
+        noneAsEmpty(input.idempotencyKey),
+        noneAsEmpty(input.textDigest),
         MAX_PENDING_MESSAGES,
         MAX_PENDING_BYTES,
         this.keys.wakeChannel(input.code),
@@ -283,7 +283,7 @@ export class RedisRoomStore implements RoomStore {
       if (reply[0] === Refusal.gone) throw await this.goneError(seat);
       if (typeof reply[0] === "number") throw refused(reply[0]);
       const mine = seatOf(reply[0]);
-      const from: Seat = mine === "a" ? "b" : "a";
+      const from = peerOf(mine);
       const messages: Message[] = [];
       for (let i = 2; i < reply.length; i += 2)
         messages.push({ id: String(reply[i]), from, text: String(reply[i + 1]) });
@@ -319,7 +319,7 @@ export class RedisRoomStore implements RoomStore {
       const [mine, expiresInMs, peerJoined, peerActive, pendingIn, pendingOut, e2e] = reply;
       return {
         seat: seatOf(mine),
-        members: Number(peerJoined) === 1 ? ["a", "b"] : ["a"],
+        members: membersOf(Number(peerJoined) === 1),
         expiresInMs: Number(expiresInMs),
         peerJoined: Number(peerJoined) === 1,
         peerActive: Number(peerActive) === 1,
@@ -354,13 +354,14 @@ export class RedisRoomStore implements RoomStore {
     if (typeof reply[0] === "number") return apiError("not_found");
     const [mine, reason, at, by, leftA, leftB] = reply;
     const me = seatOf(mine);
-    const ended: RoomEnding = { reason: String(reason) as EndReason, at: new Date(Number(at)).toISOString() };
-    if (by === "a" || by === "b") ended.by = by;
-    if (ended.reason === "force_closed") {
-      const left = { a: Number(leftA), b: Number(leftB) };
-      ended.abandoned = { in: left[me], out: left[me === "a" ? "b" : "a"] };
-    }
-    return roomEndedError(ended, me);
+    const closer = emptyAsNone(by);
+    const record: EndingRecord = {
+      reason: String(reason) as EndReason,
+      atMs: Number(at),
+      left: { a: Number(leftA), b: Number(leftB) },
+    };
+    if (closer !== undefined) record.by = seatOf(closer);
+    return roomEndedError(endingFor(record, me), me);
   }
 
   getStats(): Promise<StoreTally> {

@@ -29,6 +29,8 @@ if ARGV[4] ~= '' then
     return {KEY_CONFLICT}
   end
 end
+-- The rules of room-rules.ts, here because they must be atomic with the write: the key
+-- (decideKey), the mailbox (mailboxRefuses) and the id (nextMessageId).
 local pending = redis.call('LLEN', KEYS[2]) + redis.call('LLEN', KEYS[3])
 local pending_bytes = tonumber(redis.call('HGET', KEYS[1], 'bytes'))
 if pending >= tonumber(ARGV[6]) or pending_bytes + #text > tonumber(ARGV[7]) then
