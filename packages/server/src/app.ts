@@ -8,7 +8,7 @@ import { apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { RelayMetrics } from "./metrics.js";
 import { OpenStreams } from "./realtime/streams.js";
-import { WaitingRecvs } from "./realtime/wait-for-messages.js";
+import { WaitingRecvs } from "./realtime/long-polls.js";
 import { CachedTally } from "./store/cached-tally.js";
 import type { RoomStore } from "./store/room-store.js";
 import { errorHandler } from "./http/error-handler.js";

@@ -14,7 +14,8 @@ import {
 } from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { RelayMetrics } from "../metrics.js";
-import type { GoneSignal, WaitingRecvs } from "../realtime/wait-for-messages.js";
+import type { GoneSignal } from "../realtime/client-gone.js";
+import type { WaitingRecvs } from "../realtime/long-polls.js";
 import { digestText } from "../store/credentials.js";
 import type { InboxSnapshot, RoomStore, StoreTally } from "../store/room-store.js";
 import { E2E_NOTE, renderShareBlock } from "./join-page.js";

@@ -6,7 +6,7 @@ import { ENDPOINTS, OPERATION_IDS, type EndpointSpec, type OperationId } from "@
 import { seatTokenHash } from "./auth.js";
 import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
-import { ClientGone } from "../realtime/wait-for-messages.js";
+import { ClientGone } from "../realtime/client-gone.js";
 import { parseInput } from "./validate.js";
 
 export interface RoomRouteDeps {

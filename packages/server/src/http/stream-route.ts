@@ -6,7 +6,7 @@ import { Router, type Request, type Response } from "express";
 import { StreamQuery, type Message, type RoomEnding, type StreamEndReason } from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { OpenStreams, PreparedStream, StreamSink } from "../realtime/streams.js";
-import { ClientGone } from "../realtime/wait-for-messages.js";
+import { ClientGone } from "../realtime/client-gone.js";
 import { seatTokenHash } from "./auth.js";
 import { parseInput } from "./validate.js";
 

@@ -10,7 +10,8 @@
 import type { Message, RoomEnding, StreamEndReason } from "@duet/protocol";
 import { ApiError } from "../errors.js";
 import type { InboxSnapshot, RoomStore, SeatCredentials } from "../store/room-store.js";
-import { Waiter, type GoneSignal } from "./wait-for-messages.js";
+import type { GoneSignal } from "./client-gone.js";
+import { Waiter } from "./waiter.js";
 
 const noop = (): void => undefined;
 

@@ -1,7 +1,9 @@
 // The waiter's pieces that replaced per-request objects: the one-listener ClientGone (for
 // an AbortController) and the shared timer slots (for one Timeout per waiter). Order and
 // bookkeeping only: no assertion on how long anything took.
-import { ClientGone, Waiter, pendingTimerSlots } from "../../src/realtime/wait-for-messages";
+import { ClientGone } from "../../src/realtime/client-gone";
+import { pendingTimerSlots } from "../../src/realtime/timer-wheel";
+import { Waiter } from "../../src/realtime/waiter";
 
 describe("ClientGone", () => {
   it("runs each listener once, in abort(), and not the removed ones", () => {

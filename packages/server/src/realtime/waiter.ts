@@ -1,0 +1,61 @@
+// One waiting call's state: the wake-ups it collected, its timer, and what ended its wait.
+import type { WakeEvent } from "../store/room-store.js";
+import { schedule, unschedule } from "./timer-wheel.js";
+
+export type WakeReason = "wake" | "timer" | "aborted" | "drained";
+
+/**
+ * One waiting call: collects wake-ups so none is lost between a read and the next wait.
+ * concern: the wake-up event that matters to the call (its own seat's inbox, "joined"), or
+ * undefined while every one may ("closed" and "resync" always do).
+ */
+export class Waiter {
+  private pendingWake = false;
+  private pendingFinal?: WakeReason;
+  private resolve?: (reason: WakeReason) => void;
+  /** The timer slot of the current wait (see schedule). */
+  private slot?: number;
+
+  constructor(public concern?: WakeEvent) {}
+
+  onEvent = (event: WakeEvent): void => {
+    if (event === "closed" || event === "resync" || this.concern === undefined || event === this.concern)
+      this.fire("wake");
+  };
+
+  /** Listener for a GoneSignal: the client went away. */
+  onGone = (): void => this.fire("aborted");
+
+  fire(reason: WakeReason): void {
+    const resolve = this.resolve;
+    if (resolve) {
+      this.resolve = undefined;
+      if (this.slot !== undefined) unschedule(this, this.slot);
+      this.slot = undefined;
+      resolve(reason);
+    } else if (reason === "wake") {
+      this.pendingWake = true;
+    } else if (reason !== "timer") {
+      this.pendingFinal = reason;
+    }
+  }
+
+  /** Called by the slot this waiter's timer is in. */
+  timerFired(at: number): void {
+    if (this.slot !== at) return;
+    this.slot = undefined;
+    this.fire("timer");
+  }
+
+  next(timeoutMs: number): Promise<WakeReason> {
+    if (this.pendingFinal) return Promise.resolve(this.pendingFinal);
+    if (this.pendingWake) {
+      this.pendingWake = false;
+      return Promise.resolve("wake");
+    }
+    return new Promise((resolve) => {
+      this.resolve = resolve;
+      this.slot = schedule(this, timeoutMs);
+    });
+  }
+}
