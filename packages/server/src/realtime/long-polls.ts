@@ -3,6 +3,7 @@
 // when the peer's seat is claimed, the room ends or the wait runs out. Shared by both stores.
 import type { InboxSnapshot, RoomStatus, RoomStore, SeatCredentials, WakeEvent } from "../store/room-store.js";
 import type { GoneSignal } from "./client-gone.js";
+import type { TimerWheel } from "./timer-wheel.js";
 import { Waiter } from "./waiter.js";
 
 /** How often a recv re-reads when it could not subscribe to wake-ups. */
@@ -43,7 +44,10 @@ export class WaitingRecvs {
   private readonly waiters = new Set<Waiter>();
   private draining = false;
 
-  constructor(private readonly store: RoomStore) {}
+  constructor(
+    private readonly store: RoomStore,
+    private readonly wheel: TimerWheel,
+  ) {}
 
   get size(): number {
     return this.waiters.size;
@@ -80,11 +84,11 @@ export class WaitingRecvs {
     // Wake-ups for this room already reach this node (another waiter, or a recent one):
     // listen first, and one read covers everything.
     if (mayWait && this.store.wakeups.isListening(seat.code))
-      return this.listenAndWait(seat, deadline, options, poll, new Waiter(concern));
+      return this.listenAndWait(seat, deadline, options, poll, new Waiter(this.wheel, concern));
     // Otherwise a call that is answered at once costs one script call and no subscription.
     const first = await poll.read(this.store, seat, true);
     if (poll.ready(first) || !mayWait) return first;
-    return this.listenAndWait(seat, deadline, options, poll, new Waiter(poll.concern(first)), first);
+    return this.listenAndWait(seat, deadline, options, poll, new Waiter(this.wheel, poll.concern(first)), first);
   }
 
   /**

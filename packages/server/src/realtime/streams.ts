@@ -11,6 +11,7 @@ import type { Message, RoomEnding, StreamEndReason } from "@duet/protocol";
 import { ApiError } from "../errors.js";
 import type { InboxSnapshot, RoomStore, SeatCredentials } from "../store/room-store.js";
 import type { GoneSignal } from "./client-gone.js";
+import type { TimerWheel } from "./timer-wheel.js";
 import { Waiter } from "./waiter.js";
 
 const noop = (): void => undefined;
@@ -64,6 +65,7 @@ export class OpenStreams {
   constructor(
     private readonly store: RoomStore,
     private readonly recheckMs: number,
+    private readonly wheel: TimerWheel,
     private readonly heartbeatMs = HEARTBEAT_MS,
   ) {}
 
@@ -88,7 +90,7 @@ export class OpenStreams {
     let snapshot: InboxSnapshot | undefined;
     if (!this.store.wakeups.isListening(seat.code)) snapshot = await this.store.readInbox(seat, true);
     // Wake-ups for the caller's inbox (every one until a read has told the seat).
-    const waiter = new Waiter(snapshot?.seat);
+    const waiter = new Waiter(this.wheel, snapshot?.seat);
     let stop = noop;
     let subscribed = true;
     try {

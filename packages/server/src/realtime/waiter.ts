@@ -1,6 +1,6 @@
 // One waiting call's state: the wake-ups it collected, its timer, and what ended its wait.
 import type { WakeEvent } from "../store/room-store.js";
-import { schedule, unschedule } from "./timer-wheel.js";
+import type { TimerWheel } from "./timer-wheel.js";
 
 export type WakeReason = "wake" | "timer" | "aborted" | "drained";
 
@@ -13,10 +13,13 @@ export class Waiter {
   private pendingWake = false;
   private pendingFinal?: WakeReason;
   private resolve?: (reason: WakeReason) => void;
-  /** The timer slot of the current wait (see schedule). */
+  /** The timer slot of the current wait (see TimerWheel.schedule). */
   private slot?: number;
 
-  constructor(public concern?: WakeEvent) {}
+  constructor(
+    private readonly wheel: TimerWheel,
+    public concern?: WakeEvent,
+  ) {}
 
   onEvent = (event: WakeEvent): void => {
     if (event === "closed" || event === "resync" || this.concern === undefined || event === this.concern)
@@ -30,7 +33,7 @@ export class Waiter {
     const resolve = this.resolve;
     if (resolve) {
       this.resolve = undefined;
-      if (this.slot !== undefined) unschedule(this, this.slot);
+      if (this.slot !== undefined) this.wheel.unschedule(this, this.slot);
       this.slot = undefined;
       resolve(reason);
     } else if (reason === "wake") {
@@ -55,7 +58,7 @@ export class Waiter {
     }
     return new Promise((resolve) => {
       this.resolve = resolve;
-      this.slot = schedule(this, timeoutMs);
+      this.slot = this.wheel.schedule(this, timeoutMs);
     });
   }
 }

@@ -2,7 +2,7 @@
 // an AbortController) and the shared timer slots (for one Timeout per waiter). Order and
 // bookkeeping only: no assertion on how long anything took.
 import { ClientGone } from "../../src/realtime/client-gone";
-import { pendingTimerSlots } from "../../src/realtime/timer-wheel";
+import { TimerWheel } from "../../src/realtime/timer-wheel";
 import { Waiter } from "../../src/realtime/waiter";
 
 describe("ClientGone", () => {
@@ -33,16 +33,18 @@ describe("ClientGone", () => {
 });
 
 describe("Waiter", () => {
+  const wheel = new TimerWheel();
+  const pendingTimerSlots = () => wheel.size;
   it("answers 'timer' from its slot, and a slot nobody waits in any more is cleared", async () => {
     const slotsBefore = pendingTimerSlots();
-    const timed = new Waiter();
+    const timed = new Waiter(wheel);
     const reason = timed.next(1);
     expect(pendingTimerSlots()).toBe(slotsBefore + 1);
     await expect(reason).resolves.toBe("timer");
     expect(pendingTimerSlots()).toBe(slotsBefore);
 
     // Woken before its timer: the timer's slot goes with it.
-    const woken = new Waiter();
+    const woken = new Waiter(wheel);
     const waiting = woken.next(60_000);
     expect(pendingTimerSlots()).toBe(slotsBefore + 1);
     woken.onEvent("resync");
@@ -51,7 +53,7 @@ describe("Waiter", () => {
   });
 
   it("keeps a wake-up that came between two waits, and only the events it is concerned with", async () => {
-    const waiter = new Waiter("a");
+    const waiter = new Waiter(wheel, "a");
     waiter.onEvent("b");
     waiter.onEvent("joined");
     const quiet = waiter.next(60_000);
@@ -65,8 +67,8 @@ describe("Waiter", () => {
   });
 
   it("waits for every event while it has no concern yet; slots go when their waiters do", async () => {
-    const one = new Waiter();
-    const two = new Waiter();
+    const one = new Waiter(wheel);
+    const two = new Waiter(wheel);
     const first = one.next(60_000);
     const second = two.next(60_000);
     expect(pendingTimerSlots()).toBeLessThanOrEqual(2);
