@@ -172,11 +172,8 @@ export function mcpRoutes(deps: McpDeps): Router {
         tokenHash = hashSeatToken(given);
       }
       const input = parseInput(entry.input, rest, "arguments") as Record<string, unknown>;
-      if (entry.id === "send" && token !== undefined && typeof input.text === "string" && input.text.includes(token)) {
-        throw apiError("bad_request", "text contains your own seat token: never send it. Remove it and send again.");
-      }
       const run = operations[entry.id] as Operation<OperationId>;
-      const result = await run(input as never, { tokenHash, baseUrl: baseUrl(req), signal, onWaiting });
+      const result = await run(input as never, { tokenHash, token, baseUrl: baseUrl(req), signal, onWaiting });
       if (result === undefined) return { isError: true, content: [{ type: "text", text: "Cancelled." }] };
       return {
         content: [{ type: "text", text: JSON.stringify(result) }],

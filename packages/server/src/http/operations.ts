@@ -1,6 +1,7 @@
 // What each operation of the endpoint table does, once: the REST routes (room-routes.ts) and
 // the MCP tools (mcp.ts) both call these, so both have the same semantics, limits and errors.
-// Inputs arrive validated by the table's schemas; bearer operations get the token's hash only.
+// Inputs arrive validated by the table's schemas; bearer operations get the token's hash for
+// the store, and the token itself only to refuse a send that would carry it to the peer.
 import {
   MAX_TEXT_BYTES,
   MAX_WAIT_MS,
@@ -32,6 +33,8 @@ export interface OperationDeps {
 export interface OperationContext {
   /** SHA-256 of the seat token; present for every bearer operation. */
   tokenHash: string;
+  /** The seat token itself (bearer operations), never stored or logged: send refuses a text that contains it. */
+  token?: string;
   /** The relay's public base URL, for join addresses and the share block. */
   baseUrl: string;
   /** Aborted when the caller went away or cancelled: a waiting recv stops waiting. */
@@ -85,7 +88,7 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
       return body;
     },
 
-    async send(input, { tokenHash }) {
+    async send(input, { tokenHash, token }) {
       const bytes = Buffer.byteLength(input.text, "utf8");
       if (bytes > MAX_TEXT_BYTES) {
         throw apiError(
@@ -93,6 +96,9 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
           `text is larger than ${MAX_TEXT_BYTES} UTF-8 bytes; split it, or publish it at a URL and send the URL.`,
         );
       }
+      // The peer would read it: a field error (400), checked before the room (§6.1).
+      if (token !== undefined && input.text.includes(token))
+        throw apiError("bad_request", "text contains your own seat token: never send it. Remove it and send again.");
       const { id, replayed } = await store.sendMessage({
         code: input.code,
         tokenHash,
