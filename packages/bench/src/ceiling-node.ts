@@ -150,7 +150,7 @@ async function recv(code: string, token: string, waitMs: number, aborted: () => 
 }
 
 async function ack(code: string, token: string, ids: string[]): Promise<Json> {
-  const acked = await redis.duetAck(...keys.room(code), token, IDLE_MS, ...ids);
+  const acked = await redis.duetAck(...keys.room(code), token, IDLE_MS, keys.wakeChannel(code), ...ids);
   check(acked);
   return { ok: true, acked };
 }

@@ -69,7 +69,7 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
         token: grant.token,
         expires_in: seconds(grant.expiresInMs),
         join_url: joinUrl,
-        share: renderShareBlock(grant.code, joinUrl, baseUrl),
+        share: renderShareBlock(grant.code, joinUrl, baseUrl, grant.e2e),
       };
       if (grant.e2e) body.e2e = true;
       return body;
@@ -138,12 +138,14 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
       return { ok: true, acked };
     },
 
-    async status({ code, wait }, { tokenHash, signal }) {
-      // wait > 0 long-polls until the peer's seat is claimed (`duet wait`), like a waiting recv.
-      const status = await waitingRecvs.waitForPeer(
-        { code, tokenHash },
-        { waitMs: wait ?? 0, recheckMs: wakeRecheckMs, signal: signal ?? NEVER },
-      );
+    async status({ code, wait, until_read }, { tokenHash, signal }) {
+      // wait > 0 long-polls, like a waiting recv: until the peer's seat is claimed (`duet
+      // wait`), or with until_read until the caller's messages up to that id are read.
+      const seat = { code, tokenHash };
+      const options = { waitMs: wait ?? 0, recheckMs: wakeRecheckMs, signal: signal ?? NEVER };
+      const status = await (until_read === undefined
+        ? waitingRecvs.waitForPeer(seat, options)
+        : waitingRecvs.waitUntilRead(seat, Number(until_read), options));
       if (!status) return undefined;
       const body: StatusResponse = {
         seat: status.seat,
@@ -152,7 +154,8 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
         peer_joined: status.peerJoined,
         peer_active: status.peerActive,
         pending_in: status.pendingIn,
-        pending_out: status.pendingOut,
+        pending_out: status.unread.length,
+        unread: status.unread,
       };
       if (status.e2e) Object.assign(body, { e2e: true, e2e_note: E2E_NOTE });
       return body;

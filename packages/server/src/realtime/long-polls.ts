@@ -1,10 +1,11 @@
 // Long-polls: recv answers at once when something is pending, otherwise waits for a wake-up,
 // the room's end (404), or the wait running out (empty list); a waiting status answers
-// when the peer's seat is claimed, the room ends or the wait runs out. Shared by both stores.
-import type { InboxSnapshot, RoomStatus, RoomStore, SeatCredentials, WakeEvent } from "../store/room-store.js";
+// when the peer's seat is claimed (or, with until_read, when the caller's messages up to an
+// id are read), the room ends or the wait runs out. Shared by both stores.
+import type { InboxSnapshot, RoomStatus, RoomStore, SeatCredentials } from "../store/room-store.js";
 import type { GoneSignal } from "./client-gone.js";
 import type { TimerWheel } from "./timer-wheel.js";
-import { Waiter } from "./waiter.js";
+import { Waiter, type Concern } from "./waiter.js";
 
 /** How often a recv re-reads when it could not subscribe to wake-ups. */
 const UNSUBSCRIBED_RECHECK_MS = 1000;
@@ -23,7 +24,7 @@ interface LongPoll<T extends { expiresInMs: number }> {
   read(store: RoomStore, seat: SeatCredentials, touch: boolean): Promise<T>;
   ready(snapshot: T): boolean;
   /** The wake-up that concerns this wait after a read (undefined: every one). */
-  concern(snapshot: T): WakeEvent | undefined;
+  concern(snapshot: T): Concern | undefined;
 }
 
 const MESSAGES: LongPoll<InboxSnapshot> = {
@@ -38,6 +39,22 @@ const PEER: LongPoll<RoomStatus> = {
   ready: (status) => status.peerJoined,
   concern: () => "joined",
 };
+
+/** A status wait for a read receipt: ready once none of the caller's messages up to the id is unread. */
+class UntilRead implements LongPoll<RoomStatus> {
+  constructor(private readonly id: number) {}
+  read(store: RoomStore, seat: SeatCredentials, touch: boolean): Promise<RoomStatus> {
+    return store.getStatus(seat, touch);
+  }
+  ready(status: RoomStatus): boolean {
+    // Ids grow within a room: compare them as numbers (at most 8 unread).
+    for (const id of status.unread) if (Number(id) <= this.id) return false;
+    return true;
+  }
+  concern(status: RoomStatus): Concern {
+    return status.seat === "a" ? "read:a" : "read:b";
+  }
+}
 
 /** Tracks every waiting recv and status of this node, so that shutdown can answer them all at once. */
 export class WaitingRecvs {
@@ -72,11 +89,21 @@ export class WaitingRecvs {
     return this.longPoll(seat, options, PEER, "joined");
   }
 
+  /**
+   * The caller's room status once none of its messages with an id up to `id` is unread (the
+   * peer acked them: woken by the ack's read receipt, on any node), or when the wait runs
+   * out; undefined when the client went away. The room's end rejects with its 404.
+   */
+  waitUntilRead(seat: SeatCredentials, id: number, options: WaitOptions): Promise<RoomStatus | undefined> {
+    // Until a read tells the caller's seat, any seat's receipt wakes it.
+    return this.longPoll(seat, options, new UntilRead(id), "read:");
+  }
+
   private async longPoll<T extends { expiresInMs: number }>(
     seat: SeatCredentials,
     options: WaitOptions,
     poll: LongPoll<T>,
-    concern: WakeEvent | undefined,
+    concern: Concern | undefined,
   ): Promise<T | undefined> {
     // The wait counts from the request's arrival, whatever the reads before it cost.
     const deadline = Date.now() + options.waitMs;

@@ -68,6 +68,22 @@ describe.each(KINDS)("RoomStore on %s", (kind) => {
     const joined = await on.joinRoom(opened.code);
     return { code: opened.code, a: seatOf(opened.code, opened.token), b: seatOf(opened.code, joined.token) };
   }
+  /**
+   * Listens to the room's wake-ups. A cluster's sharded subscriber connects to a shard on its
+   * first subscription there, which a loaded machine can take longer than the bus waits for
+   * (the relay then re-reads every second instead): the listening is retried until it holds.
+   * Only the room's own events are kept.
+   */
+  async function watch(code: string, events: WakeEvent[]): Promise<() => void> {
+    for (const deadline = Date.now() + 10_000; ; await sleep(50)) {
+      try {
+        // "resync" (re-read everything) comes whenever a cluster's shard subscriber (re)connects.
+        return await store.wakeups.watch(code, (event) => event !== "resync" && events.push(event));
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+      }
+    }
+  }
   const send = (seat: SeatCredentials, text: string, idempotencyKey?: string, textDigest = text) =>
     store.sendMessage({
       ...seat,
@@ -163,8 +179,33 @@ describe.each(KINDS)("RoomStore on %s", (kind) => {
     expect(await store.ackMessages(room.b, [toB.id])).toEqual({ acked: 0 });
     expect(await store.ackMessages(room.b, [])).toEqual({ acked: 0 });
     expect((await store.readInbox(room.a, false)).messages.map((m) => m.id)).toEqual([toA.id]);
-    expect(await store.getStatus(room.a)).toMatchObject({ pendingIn: 1, pendingOut: 0 });
-    expect(await store.getStatus(room.b)).toMatchObject({ pendingIn: 0, pendingOut: 1 });
+    expect(await store.getStatus(room.a)).toMatchObject({ pendingIn: 1, unread: [] });
+    expect(await store.getStatus(room.b)).toMatchObject({ pendingIn: 0, unread: [toA.id] });
+  });
+
+  it("read receipts: status lists the caller's unread ids oldest first; an ack that deletes wakes the sender with the ids it deleted, oldest first", async () => {
+    const room = await pairedRoom();
+    const ids: string[] = [];
+    for (const text of ["r1", "r2", "r3"]) ids.push((await send(room.a, text)).id);
+    const toA = await send(room.b, "for a");
+    expect((await store.getStatus(room.a)).unread).toEqual(ids);
+    expect((await store.getStatus(room.b)).unread).toEqual([toA.id]);
+    const events: WakeEvent[] = [];
+    const stop = await watch(room.code, events);
+    try {
+      // Listed newest first, with a foreign id and an unknown one: only b's own deleted ids, sorted.
+      expect(await store.ackMessages(room.b, [ids[2]!, toA.id, "12345", ids[0]!])).toEqual({ acked: 2 });
+      // Deletes nothing: no receipt.
+      expect(await store.ackMessages(room.b, [ids[0]!, toA.id])).toEqual({ acked: 0 });
+      expect(await store.ackMessages(room.a, [toA.id])).toEqual({ acked: 1 });
+      // Events on one channel arrive in order: a receipt from the ack that deleted nothing would come second.
+      await until(async () => events.length >= 2, "two receipts arrived");
+      expect(events).toEqual([`read:a:${ids[0]},${ids[2]}`, `read:b:${toA.id}`]);
+    } finally {
+      stop();
+    }
+    expect((await store.getStatus(room.a)).unread).toEqual([ids[1]]);
+    expect((await store.getStatus(room.b)).unread).toEqual([]);
   });
 
   it("an encrypted room refuses a text that is not an envelope and says so in status", async () => {
@@ -224,15 +265,16 @@ describe.each(KINDS)("RoomStore on %s", (kind) => {
   it("wake-ups: join, a send to each seat and the close reach a watcher of the room", async () => {
     const opened = await store.openRoom();
     const events: WakeEvent[] = [];
-    const stop = await store.wakeups.watch(opened.code, (event) => events.push(event));
+    const stop = await watch(opened.code, events);
     try {
       const a = seatOf(opened.code, opened.token);
       const b = seatOf(opened.code, (await store.joinRoom(opened.code)).token);
-      await send(a, "to b");
+      const toB = await send(a, "to b");
       await send(b, "to a");
+      await store.ackMessages(b, [toB.id]);
       await store.closeRoom(a, true);
-      await until(async () => events.length >= 4, "four wake-ups arrived");
-      expect(events).toEqual(["joined", "b", "a", "closed"]);
+      await until(async () => events.length >= 5, "five wake-ups arrived");
+      expect(events).toEqual(["joined", "b", "a", `read:a:${toB.id}`, "closed"]);
     } finally {
       stop();
     }
@@ -268,19 +310,19 @@ describe.each(KINDS)("RoomStore on %s", (kind) => {
   it("status as each seat sees it", async () => {
     const opened = await store.openRoom();
     const a = seatOf(opened.code, opened.token);
-    await send(a, "before the peer joined");
+    const first = await send(a, "before the peer joined");
     const b = seatOf(opened.code, (await store.joinRoom(opened.code)).token);
-    const expected = (seat: Seat, pendingIn: number, pendingOut: number) => ({
+    const expected = (seat: Seat, pendingIn: number, unread: string[]) => ({
       seat,
       members: ["a", "b"],
       expiresInMs: expect.any(Number),
       peerJoined: true,
       peerActive: true,
       pendingIn,
-      pendingOut,
+      unread,
       e2e: false,
     });
-    expect(await store.getStatus(a)).toEqual(expected("a", 0, 1));
-    expect(await store.getStatus(b, false)).toEqual(expected("b", 1, 0));
+    expect(await store.getStatus(a)).toEqual(expected("a", 0, [first.id]));
+    expect(await store.getStatus(b, false)).toEqual(expected("b", 1, []));
   });
 });

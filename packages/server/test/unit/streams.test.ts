@@ -39,6 +39,7 @@ describe.each([false, true])(
           delivered.push(m);
           abort.abort();
         },
+        read: () => undefined,
         heartbeat: () => undefined,
         end: (_reason: StreamEndReason) => undefined,
       };

@@ -78,4 +78,29 @@ describe("Waiter", () => {
     await expect(second).resolves.toBe("drained");
     expect(pendingTimerSlots()).toBe(0);
   });
+
+  it("read receipts wake only waits concerned with them: its own seat's, or any seat's before a read told the seat", async () => {
+    const untilRead = new Waiter(wheel, "read:a");
+    for (const event of ["read:b:5", "a", "b", "joined"] as const) untilRead.onEvent(event);
+    // Not woken by any of them: its wait runs out.
+    await expect(untilRead.next(1)).resolves.toBe("timer");
+    const woken = untilRead.next(60_000);
+    untilRead.onEvent("read:a:3,4");
+    await expect(woken).resolves.toBe("wake");
+
+    const anySeat = new Waiter(wheel, "read:");
+    const waiting = anySeat.next(60_000);
+    anySeat.onEvent("read:b:9");
+    await expect(waiting).resolves.toBe("wake");
+
+    // A recv that does not know its seat yet wakes on any mail, never on a receipt.
+    const recv = new Waiter(wheel);
+    recv.onEvent("read:a:1");
+    recv.onEvent("read:b:2");
+    await expect(recv.next(1)).resolves.toBe("timer");
+    const mail = recv.next(60_000);
+    recv.onEvent("b");
+    await expect(mail).resolves.toBe("wake");
+    expect(pendingTimerSlots()).toBe(0);
+  });
 });

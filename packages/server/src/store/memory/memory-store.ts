@@ -20,6 +20,7 @@ import {
 } from "../room-rules.js";
 import {
   DEFAULT_ENDING_KEEP_MS,
+  readEvent,
   type InboxSnapshot,
   type RoomLifetimes,
   type RoomStatus,
@@ -210,17 +211,18 @@ export class MemoryRoomStore implements RoomStore {
     this.touch(room, seat);
     const wanted = new Set(ids);
     const kept: StoredMessage[] = [];
-    let acked = 0;
+    const read: string[] = [];
     for (const message of room.inbox[seat]) {
       if (wanted.has(message.id)) {
-        acked++;
+        read.push(message.id);
         room.pendingBytes -= message.bytes;
       } else {
         kept.push(message);
       }
     }
     room.inbox[seat] = kept;
-    return { acked };
+    if (read.length > 0) this.wakeups.publish(credentials.code, readEvent(peerOf(seat), read));
+    return { acked: read.length };
   }
 
   async getStatus(credentials: SeatCredentials, touch = true): Promise<RoomStatus> {
@@ -235,7 +237,7 @@ export class MemoryRoomStore implements RoomStore {
       peerJoined,
       peerActive: isActive(room.lastSeen[peer], this.now()),
       pendingIn: room.inbox[seat].length,
-      pendingOut: room.inbox[peer].length,
+      unread: room.inbox[peer].map((message) => message.id),
       e2e: room.e2e,
     };
   }

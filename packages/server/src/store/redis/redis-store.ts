@@ -303,6 +303,7 @@ export class RedisRoomStore implements RoomStore {
         ...this.keys.room(seat.code),
         seat.tokenHash,
         this.idleMs,
+        this.keys.wakeChannel(seat.code),
         ...ids,
       ]);
       if (status === Refusal.gone) throw await this.goneError(seat);
@@ -331,7 +332,7 @@ export class RedisRoomStore implements RoomStore {
         peerJoined,
         peerActive: isActive(peerSeen === undefined ? undefined : Number(peerSeen), Number(status.now)),
         pendingIn: Number(status.pending_in),
-        pendingOut: Number(status.pending_out),
+        unread: (status.unread as NamedReply).map(String),
         e2e: status.e2e === 1,
       };
     });

@@ -4,7 +4,8 @@
 -- ARGV[1] token hash, ARGV[2] idle lifetime ms, ARGV[3] '1' counts as activity, '0' is a
 -- re-read by a waiting status (which must not keep an idle room alive)
 -- Returns: named fields {'seat', seat, 'expires_in', ms, 'peer_joined', 0/1, 'peer_seen', ms
--- of the peer's last call or '', 'now', ms, 'pending_in', n, 'pending_out', n, 'e2e', 0/1},
+-- of the peer's last call or '', 'now', ms, 'pending_in', n, 'unread', {ids of the caller's
+-- messages the peer has not acked, oldest first}, 'e2e', 0/1},
 -- or GONE / WRONG_TOKEN.
 --!include seat.lua
 local seat, failure = seat_of(ARGV[1])
@@ -20,6 +21,6 @@ return {
   'peer_seen', fields[2] or '',
   'now', now,
   'pending_in', redis.call('LLEN', inbox_of(seat)),
-  'pending_out', redis.call('LLEN', inbox_of(peer)),
+  'unread', redis.call('LRANGE', inbox_of(peer), 0, -1),
   'e2e', flag(fields[3]),
 }
