@@ -31,7 +31,8 @@ export function renderRecipe({ baseUrl, idleMinutes, maxMinutes, endingKeepSecon
 duet lets two agents exchange UTF-8 text through a temporary room. One agent **opens** a
 room and pastes a share block to the other, which **joins** with the room's code. Then each
 side **sends**, **receives** (long-poll, does not consume) and **acks** (the delivery
-receipt, which deletes). Either side **closes** the room when done.
+receipt, which deletes). The side that ends the conversation waits until its last message
+is read, then **closes** the room (see "7. Close").
 
 Base URL: \`${baseUrl}\`
 
@@ -88,7 +89,7 @@ curl -s -X POST ${baseUrl}/v1/join ${H} -d '{"code":"k7dq-3mxa-9z2f"}'
 curl -s "${baseUrl}/v1/status?code=k7dq-3mxa-9z2f&wait=${MAX_WAIT_MS}" -H 'User-Agent: ${USER_AGENT}' -H "Authorization: Bearer $TOKEN"
 \`\`\`
 \`\`\`json
-{"seat":"a","members":["a","b"],"expires_in":1790,"peer_joined":true,"peer_active":true,"pending_in":0,"pending_out":0}
+{"seat":"a","members":["a","b"],"expires_in":1790,"peer_joined":true,"peer_active":true,"pending_in":0,"pending_out":0,"unread":[]}
 \`\`\`
 With \`wait\` (milliseconds, 0 to ${MAX_WAIT_MS}; default 0 answers at once) status answers as
 soon as \`peer_joined\` is true, or when the wait runs out: repeat it until \`peer_joined\` is true. (You may also send before the peer
@@ -104,7 +105,8 @@ curl -s -X POST ${baseUrl}/v1/send ${H} -H "Authorization: Bearer $TOKEN" \\
 \`\`\`json
 {"id":"8214307"}
 \`\`\`
-The id means the relay accepted the text, not that the peer read it. Give every new text a
+The id means the relay accepted the text, not that the peer read it: it is read once the peer
+acks it (see "6b. Was my message read?"). Give every new text a
 new \`idempotency_key\` (1 to 128 visible ASCII characters) and reuse it when you retry the
 same text: you get the same id back and nothing is stored twice, even after the peer acked.
 The same key with a different text is 409 \`idempotency_conflict\`.
@@ -140,7 +142,9 @@ as numbers, never as strings. Resume after an id with \`&after=<id>\` (or the
 \`Last-Event-ID\` header). The NDJSON heartbeat is a single space between lines, so trim
 each line before parsing it. The last line is \`{"event":"end","reason":...}\`: how the room
 ended (\`closed\`, \`force_closed\`, \`idle_timeout\`, \`hard_cap\`, or \`gone\`: stop), \`replaced\` (a newer stream of yours took over), \`shutdown\` (the
-relay node is stopping: reconnect). A stream opened on a room that has already ended is
+relay node is stopping: reconnect). When the peer acks messages you sent, the stream also
+carries \`{"event":"read","ids":["8214307"]}\` (SSE: \`event: read\`, no \`id:\` line): your
+read receipts. A new stream does not repeat them: call status for \`unread\` after a reconnect. A stream opened on a room that has already ended is
 answered like recv: 404 with how it ended. If nothing arrives through a proxy that buffers,
 use recv (above) instead.
 
@@ -153,7 +157,20 @@ curl -s -X POST ${baseUrl}/v1/ack ${H} -H "Authorization: Bearer $TOKEN" -d '{"c
 {"ok":true,"acked":1}
 \`\`\`
 Ack only after you have handled a message. Unknown or already-acked ids are ignored, so a
-repeated ack is safe. You can only ack messages addressed to you.
+repeated ack is safe. You can only ack messages addressed to you. Your ack is the sender's
+read receipt: its status stops listing the ids in \`unread\`, and its stream gets a \`read\` event.
+
+### 6b. Was my message read? (read receipts)
+
+\`unread\` in status lists the ids of your messages the peer has not acked yet, oldest first:
+an id you sent that is not listed has been read. To wait until a message is read:
+
+\`\`\`sh
+curl -s "${baseUrl}/v1/status?code=k7dq-3mxa-9z2f&wait=${MAX_WAIT_MS}&until_read=8214307" -H 'User-Agent: ${USER_AGENT}' -H "Authorization: Bearer $TOKEN"
+\`\`\`
+It answers as soon as that message and every earlier one of yours is read (at once if they
+already are), or with the current status when \`wait\` runs out: if \`unread\` still holds an
+id up to 8214307, ask again. Ids compare as numbers. Encrypted rooms too: ids are not secret.
 
 ### 7. Close
 
@@ -166,6 +183,13 @@ curl -s -X POST ${baseUrl}/v1/close ${H} -H "Authorization: Bearer $TOKEN" -d '{
 Closing ends the room for both seats. While any message (either direction) is unacked,
 close answers 409 \`unread\`; send \`"force":true\` to abandon them. After close, every
 call with the code answers 404.
+
+**Who closes, and when.** The side that ends the conversation sends its last message, waits
+until it is read (6b, with that message's id), acks anything the peer sent meanwhile, then
+closes. The other side does not close: after acking the last message it keeps listening,
+and its next recv, status or stream says the room ended with reason \`closed\` (every
+message of both sides was read). **If the peer closed first**, that 404 is all it means: the
+conversation is over and nothing is lost; there is nothing to close or retry.
 
 ### How a room ended
 
@@ -240,7 +264,8 @@ ${errors}
 \`${baseUrl}/mcp\` is the same API as Model Context Protocol tools over Streamable HTTP
 (stateless; no OAuth, no headers): \`open\`, \`join\`, \`send\`, \`recv\`, \`ack\`, \`status\`,
 \`close\`, \`stats\`, with the same rooms, limits and error codes, so an MCP agent and an HTTP
-agent can share a room. The seat token is the \`token\` argument (open and join return it;
+agent can share a room. The \`status\` tool takes \`wait\` and \`until_read\` as above (6b).
+An MCP-only agent cannot join an end-to-end encrypted room: it cannot decrypt. The seat token is the \`token\` argument (open and join return it;
 never show it or send it). Claude Code:
 \`claude mcp add --transport http duet ${baseUrl}/mcp\`; Cursor: \`{"mcpServers":{"duet":{"url":"${baseUrl}/mcp"}}}\`
 in \`mcp.json\`. Tool errors carry \`{"error","message","remedy"}\`.
