@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import express from "express";
 import { Redis } from "ioredis";
 import { MAX_PENDING_BYTES, MAX_PENDING_MESSAGES } from "@duet/protocol";
-import { defineScripts } from "@duet/server/dist/store/redis/scripts.js";
+import { defineScripts, fieldsOf, type NamedReply } from "@duet/server/dist/store/redis/scripts.js";
 import { RedisKeys } from "@duet/server/dist/store/redis/keys.js";
 import { refused } from "@duet/server/dist/store/redis/redis-store.js";
 import { RedisWakeupBus } from "@duet/server/dist/realtime/redis-wakeups.js";
@@ -44,11 +44,9 @@ class Failure extends Error {
   }
 }
 // A script's refusal answered with the status duet answers it with.
+const failure = (status: number) => new Failure((refused(status) as Error & { status?: number }).status ?? 500);
 const check = (status: unknown) => {
-  if (typeof status === "number" && status < 0) {
-    const error = refused(status) as Error & { status?: number };
-    throw new Failure(error.status ?? 500);
-  }
+  if (typeof status === "number" && status < 0) throw failure(status);
 };
 
 // The token travels as is and stands in for its hash: no SHA-256, no auth beyond the
@@ -74,12 +72,12 @@ async function openRoom(): Promise<Json> {
 async function joinRoom(code: string): Promise<Json> {
   const token = mintSeatToken();
   const reply = await redis.duetJoin(...keys.room(code), keys.tallyFor(code), token, IDLE_MS, keys.wakeChannel(code));
-  if (typeof reply === "number") check(reply);
-  return { code, seat: "b", token, expires_in: Math.ceil(Number((reply as [number, number])[0]) / 1000) };
+  if (typeof reply === "number") throw failure(reply);
+  return { code, seat: "b", token, expires_in: Math.ceil(Number(fieldsOf(reply).expires_in) / 1000) };
 }
 
 async function send(code: string, token: string, text: string): Promise<Json> {
-  const [status, id] = await redis.duetSend(
+  const reply = await redis.duetSend(
     ...keys.room(code),
     keys.tallyFor(code),
     token,
@@ -92,18 +90,21 @@ async function send(code: string, token: string, text: string): Promise<Json> {
     keys.wakeChannel(code),
     "0",
   );
-  check(status);
-  return { id };
+  if (typeof reply === "number") throw failure(reply);
+  return { id: fieldsOf(reply).id };
 }
 
 async function read(code: string, token: string, touch: boolean) {
   const reply = await redis.duetRecv(...keys.room(code), token, IDLE_MS, touch ? "1" : "0");
-  check(reply[0]);
-  const seat = String(reply[0]);
+  if (typeof reply === "number") throw failure(reply);
+  const inbox = fieldsOf(reply);
+  const seat = String(inbox.seat);
   const from = seat === "a" ? "b" : "a";
+  const pairs = inbox.messages as NamedReply;
   const messages: Json[] = [];
-  for (let i = 2; i < reply.length; i += 2) messages.push({ id: String(reply[i]), from, text: String(reply[i + 1]) });
-  return { seat, messages, expiresInMs: Number(reply[1]) };
+  for (let i = 0; i + 1 < pairs.length; i += 2)
+    messages.push({ id: String(pairs[i]), from, text: String(pairs[i + 1]) });
+  return { seat, messages, expiresInMs: Number(inbox.expires_in) };
 }
 
 // duet's long-poll, stripped to its Redis operations: watch, read, wait, re-read.
@@ -149,7 +150,7 @@ async function recv(code: string, token: string, waitMs: number, aborted: () => 
 }
 
 async function ack(code: string, token: string, ids: string[]): Promise<Json> {
-  const acked = await redis.duetAck(...keys.room(code), token, IDLE_MS, ...ids);
+  const acked = await redis.duetAck(...keys.room(code), token, IDLE_MS, keys.wakeChannel(code), ...ids);
   check(acked);
   return { ok: true, acked };
 }

@@ -45,7 +45,7 @@ export const MessageId = z
   .min(1)
   .max(64)
   .describe(
-    "Message id: decimal digits, unique within its room and larger for each later message (docs/protocol.md §2).",
+    "Message id: decimal digits, unique within its room and larger for each later message (compare as numbers).",
   );
 
 // ---- requests ---------------------------------------------------------------------------
@@ -124,12 +124,21 @@ export const AckRequest = z.strictObject({
   code: RoomCode,
   ids: z.array(MessageId).max(MAX_ACK_IDS, `ids may list at most ${MAX_ACK_IDS} ids`),
 });
+/** What a status wait waits for: without until_read the peer's join, with it a read receipt. */
+export const STATUS_WAIT_DESCRIPTION =
+  `Milliseconds to wait: 0 to ${MAX_WAIT_MS}, default 0 (answer at once). Without until_read the answer comes as soon as ` +
+  "peer_joined is true; with until_read, as soon as none of your messages up to that id is unread (the peer acked them); " +
+  "else when the room ends (404) or the wait runs out (the current status).";
 export const StatusQuery = z.strictObject({
   code: RoomCode,
-  wait: WaitQuery.describe(
-    `Milliseconds to wait for the peer to join: 0 to ${MAX_WAIT_MS}, default 0 (answer at once). ` +
-      "The answer comes as soon as peer_joined is true, the room ends (404) or the wait runs out.",
-  ),
+  wait: WaitQuery.describe(STATUS_WAIT_DESCRIPTION),
+  until_read: z
+    .string()
+    .regex(/^[0-9]{1,15}$/, "until_read must be a message id (1 to 15 digits)")
+    .optional()
+    .describe(
+      "A message id you sent (e.g. your last send's id): with wait, answer once that message and every earlier one of yours is read.",
+    ),
 });
 export const CloseRequest = z.strictObject({
   code: RoomCode,
@@ -193,8 +202,17 @@ export const StatusResponse = z.object({
   expires_in: ExpiresIn,
   peer_joined: z.boolean(),
   peer_active: z.boolean().describe("The peer made a call (a waiting recv included) in the last 60 seconds."),
-  pending_in: z.number().int().min(0),
-  pending_out: z.number().int().min(0),
+  pending_in: z.number().int().min(0).describe("Messages to you that you have not acked."),
+  pending_out: z.number().int().min(0).describe("Messages you sent that the peer has not acked: unread's length."),
+  // Optional in the schema only so that a client reading a relay from before read receipts
+  // (a rolling upgrade) still parses its status; this relay always sends it.
+  unread: z
+    .array(MessageId)
+    .optional()
+    .describe(
+      "Ids of the messages you sent that the peer has not acked (read) yet, oldest first. A message is read when the peer acks it; " +
+        "an id not listed here, that you sent, has been read. Always present (absent only from relays older than read receipts).",
+    ),
   e2e: E2eFlag,
   e2e_note: E2eNote,
 });

@@ -8,7 +8,8 @@ import { ApiError, apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { RelayMetrics } from "./metrics.js";
 import { OpenStreams } from "./realtime/streams.js";
-import { WaitingRecvs } from "./realtime/wait-for-messages.js";
+import { WaitingRecvs } from "./realtime/long-polls.js";
+import { TimerWheel } from "./realtime/timer-wheel.js";
 import { CachedTally } from "./store/cached-tally.js";
 import type { RoomStore } from "./store/room-store.js";
 import { baseUrlFor } from "./http/base-url.js";
@@ -48,6 +49,8 @@ export interface DuetApp extends Express {
   locals: Express["locals"] & {
     waitingRecvs: WaitingRecvs;
     streams: OpenStreams;
+    /** The waiting calls' timer slots. */
+    timers: TimerWheel;
     metrics: RelayMetrics;
     operations: Operations;
   };
@@ -59,9 +62,12 @@ const allowFor = (path: string, method: string) => (method === "GET" && path !==
 export function createApp(deps: AppDeps): DuetApp {
   const { config, store, logger } = deps;
   const app = express() as DuetApp;
-  const waitingRecvs = new WaitingRecvs(store);
+  // Every waiting call's timer of this app, in shared slots.
+  const timers = new TimerWheel();
+  const waitingRecvs = new WaitingRecvs(store, timers);
   app.locals.waitingRecvs = waitingRecvs;
-  const streams = new OpenStreams(store, config.wakeRecheckMs);
+  app.locals.timers = timers;
+  const streams = new OpenStreams(store, config.wakeRecheckMs, timers);
   app.locals.streams = streams;
   const cachedTally = new CachedTally(store, config.statsCacheMs);
   const metrics = new RelayMetrics({

@@ -1,6 +1,7 @@
 // What each operation of the endpoint table does, once: the REST routes (room-routes.ts) and
 // the MCP tools (mcp.ts) both call these, so both have the same semantics, limits and errors.
-// Inputs arrive validated by the table's schemas; bearer operations get the token's hash only.
+// Inputs arrive validated by the table's schemas; bearer operations get the token's hash for
+// the store, and the token itself only to refuse a send that would carry it to the peer.
 import {
   MAX_TEXT_BYTES,
   MAX_WAIT_MS,
@@ -14,7 +15,8 @@ import {
 } from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { RelayMetrics } from "../metrics.js";
-import type { GoneSignal, WaitingRecvs } from "../realtime/wait-for-messages.js";
+import type { GoneSignal } from "../realtime/client-gone.js";
+import type { WaitingRecvs } from "../realtime/long-polls.js";
 import { digestText } from "../store/credentials.js";
 import type { InboxSnapshot, RoomStore, StoreTally } from "../store/room-store.js";
 import { E2E_NOTE, renderShareBlock } from "./join-page.js";
@@ -31,6 +33,8 @@ export interface OperationDeps {
 export interface OperationContext {
   /** SHA-256 of the seat token; present for every bearer operation. */
   tokenHash: string;
+  /** The seat token itself (bearer operations), never stored or logged: send refuses a text that contains it. */
+  token?: string;
   /** The relay's public base URL, for join addresses and the share block. */
   baseUrl: string;
   /** The caller's address as the rate limits count it: whose budget of live rooms an open spends. */
@@ -67,7 +71,7 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
         token: grant.token,
         expires_in: seconds(grant.expiresInMs),
         join_url: joinUrl,
-        share: renderShareBlock(grant.code, joinUrl, baseUrl),
+        share: renderShareBlock(grant.code, joinUrl, baseUrl, grant.e2e),
       };
       if (grant.e2e) body.e2e = true;
       return body;
@@ -86,7 +90,7 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
       return body;
     },
 
-    async send(input, { tokenHash }) {
+    async send(input, { tokenHash, token }) {
       const bytes = Buffer.byteLength(input.text, "utf8");
       if (bytes > MAX_TEXT_BYTES) {
         throw apiError(
@@ -94,6 +98,9 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
           `text is larger than ${MAX_TEXT_BYTES} UTF-8 bytes; split it, or publish it at a URL and send the URL.`,
         );
       }
+      // The peer would read it: a field error (400), checked before the room (§6.1).
+      if (token !== undefined && input.text.includes(token))
+        throw apiError("bad_request", "text contains your own seat token: never send it. Remove it and send again.");
       const { id, replayed } = await store.sendMessage({
         code: input.code,
         tokenHash,
@@ -133,12 +140,14 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
       return { ok: true, acked };
     },
 
-    async status({ code, wait }, { tokenHash, signal }) {
-      // wait > 0 long-polls until the peer's seat is claimed (`duet wait`), like a waiting recv.
-      const status = await waitingRecvs.waitForPeer(
-        { code, tokenHash },
-        { waitMs: wait ?? 0, recheckMs: wakeRecheckMs, signal: signal ?? NEVER },
-      );
+    async status({ code, wait, until_read }, { tokenHash, signal }) {
+      // wait > 0 long-polls, like a waiting recv: until the peer's seat is claimed (`duet
+      // wait`), or with until_read until the caller's messages up to that id are read.
+      const seat = { code, tokenHash };
+      const options = { waitMs: wait ?? 0, recheckMs: wakeRecheckMs, signal: signal ?? NEVER };
+      const status = await (until_read === undefined
+        ? waitingRecvs.waitForPeer(seat, options)
+        : waitingRecvs.waitUntilRead(seat, Number(until_read), options));
       if (!status) return undefined;
       const body: StatusResponse = {
         seat: status.seat,
@@ -147,7 +156,8 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
         peer_joined: status.peerJoined,
         peer_active: status.peerActive,
         pending_in: status.pendingIn,
-        pending_out: status.pendingOut,
+        pending_out: status.unread.length,
+        unread: status.unread,
       };
       if (status.e2e) Object.assign(body, { e2e: true, e2e_note: E2E_NOTE });
       return body;

@@ -3,11 +3,12 @@
 // does is in operations.ts, shared with the MCP tools.
 import { Router, type NextFunction, type Request, type RequestHandler, type Response } from "express";
 import { ENDPOINTS, OPERATION_IDS, type EndpointSpec, type OperationId } from "@duet/protocol";
-import { seatTokenHash } from "./auth.js";
+import { seatToken } from "./auth.js";
+import { hashSeatToken } from "../store/credentials.js";
 import { labelRoute } from "./request-log.js";
 import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
-import { ClientGone } from "../realtime/wait-for-messages.js";
+import { ClientGone } from "../realtime/client-gone.js";
 import { clientKey } from "./rate-limit.js";
 import { parseInput } from "./validate.js";
 
@@ -47,7 +48,8 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
     if (spec.input?.in === "body") before.push(jsonBody);
     const handler: RequestHandler = (req, res, next) => {
       // The token first: a call without one is 401 whatever else is wrong with it.
-      const tokenHash = spec.auth === "bearer" ? seatTokenHash(req) : "";
+      const token = spec.auth === "bearer" ? seatToken(req) : undefined;
+      const tokenHash = token === undefined ? "" : hashSeatToken(token);
       const input = spec.input
         ? parseInput(spec.input.schema, spec.input.in === "body" ? req.body : req.query, spec.input.in)
         : undefined;
@@ -63,7 +65,7 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
           if (!res.writableFinished) abandoned.abort();
         });
       }
-      run(input as never, { tokenHash, baseUrl: baseUrl(req), client: clientKey(req), signal }).then((body) => {
+      run(input as never, { tokenHash, token, baseUrl: baseUrl(req), client: clientKey(req), signal }).then((body) => {
         if (body !== undefined) res.json(body);
       }, next);
     };

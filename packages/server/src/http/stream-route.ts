@@ -6,7 +6,7 @@ import { Router, type Request, type Response } from "express";
 import { StreamQuery, type Message, type RoomEnding, type StreamEndReason } from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { OpenStreams, PreparedStream, StreamSink } from "../realtime/streams.js";
-import { ClientGone } from "../realtime/wait-for-messages.js";
+import { ClientGone } from "../realtime/client-gone.js";
 import { seatTokenHash } from "./auth.js";
 import { parseInput } from "./validate.js";
 
@@ -17,6 +17,10 @@ class SseSink implements StreamSink {
     this.res.write(
       `id: ${m.id}\nevent: message\ndata: ${JSON.stringify({ id: m.id, from: m.from, text: m.text })}\n\n`,
     );
+  }
+  // No id: line, so a client's Last-Event-ID stays the last message's.
+  read(ids: string[]): void {
+    this.res.write(`event: read\ndata: ${JSON.stringify({ ids })}\n\n`);
   }
   heartbeat(): void {
     this.res.write(": hb\n\n");
@@ -31,6 +35,9 @@ class NdjsonSink implements StreamSink {
   constructor(private readonly res: Response) {}
   message(m: Message): void {
     this.res.write(`${JSON.stringify({ event: "message", id: m.id, from: m.from, text: m.text })}\n`);
+  }
+  read(ids: string[]): void {
+    this.res.write(`${JSON.stringify({ event: "read", ids })}\n`);
   }
   // A space is JSON whitespace: bytes for the proxies, and no line for a tool that wakes on each one.
   heartbeat(): void {

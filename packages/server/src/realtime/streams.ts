@@ -1,16 +1,31 @@
 // The push stream (GET /v1/stream): a seat's pending messages, oldest first, then each new
-// one as it arrives, until the room ends, a newer stream replaces it, or the node stops.
+// one as it arrives, until the room ends, a newer stream replaces it, or the node stops; and
+// a `read` event each time the peer acks messages the seat sent (read receipts).
 // Driven by the same wake-up bus as the long-poll recv, so a send on any node reaches a
 // stream on any other. Streaming does not consume: messages stay until acked, and a fresh
 // stream sends the unacked ones again (clients dedupe by id).
 //
 // What an idle stream costs: no Redis call at all between messages, except a last-resort
 // re-read every WAKE_RECHECK_SECONDS (see redis-wakeups.ts for why nothing more is needed),
-// and one heartbeat write every HEARTBEAT_MS, made by one shared timer for all streams.
+// and one heartbeat write every HEARTBEAT_MS, made by one shared timer for all streams. A
+// read receipt costs no Redis call either: the ack's wake-up names the ids it deleted, and
+// the stream writes them as they come (a receipt lost with the node's subscriber
+// connection is not replayed: status's `unread` is the truth, docs/protocol.md §6.5).
+import type { Seat } from "@duet/protocol";
 import type { Message, RoomEnding, StreamEndReason } from "@duet/protocol";
 import { ApiError } from "../errors.js";
-import type { InboxSnapshot, RoomStore, SeatCredentials } from "../store/room-store.js";
-import { Waiter, type GoneSignal } from "./wait-for-messages.js";
+import {
+  isReadEvent,
+  readIdsFor,
+  type InboxSnapshot,
+  type ReadEvent,
+  type RoomStore,
+  type SeatCredentials,
+  type WakeEvent,
+} from "../store/room-store.js";
+import type { GoneSignal } from "./client-gone.js";
+import type { TimerWheel } from "./timer-wheel.js";
+import { Waiter } from "./waiter.js";
 
 const noop = (): void => undefined;
 
@@ -24,6 +39,8 @@ const RETRY_MS = 1000;
 /** Where a stream's events go: the HTTP route renders them as SSE or NDJSON. */
 export interface StreamSink {
   message(message: Message): void;
+  /** The peer acked (read) these messages the seat sent, oldest first. */
+  read(ids: string[]): void;
   heartbeat(): void;
   /** The last event; the sink ends the response. ended: how the room ended, when it did. */
   end(reason: StreamEndReason, ended?: RoomEnding): void;
@@ -40,7 +57,7 @@ export function endReasonOf(error: unknown): { reason: StreamEndReason; ended?: 
 export interface PreparedStream {
   seat: SeatCredentials;
   first: InboxSnapshot;
-  waiter: Waiter;
+  waiter: StreamWaiter;
   stopWatching: () => void;
   subscribed: boolean;
 }
@@ -48,9 +65,47 @@ export interface PreparedStream {
 interface OpenStream {
   seatKey: string;
   sink: StreamSink;
-  waiter: Waiter;
+  waiter: StreamWaiter;
   ended: boolean;
   endReason?: StreamEndReason;
+}
+
+/** Read receipts a stream holds between its listening and its first byte (a moment; bounded all the same). */
+const MAX_HELD_RECEIPTS = 64;
+
+/**
+ * A stream's waiter: mail wakes it to re-read, as a recv's does; a read receipt for its seat
+ * goes straight to the client as a `read` event, with no re-read. Receipts that arrive
+ * before the stream serves (or before a read told its seat) are held until it does.
+ */
+export class StreamWaiter extends Waiter {
+  /** The stream it serves, once serving. */
+  stream?: OpenStream;
+  private held?: ReadEvent[];
+
+  protected override hear(event: WakeEvent): void {
+    if (!isReadEvent(event)) {
+      super.hear(event);
+      return;
+    }
+    const stream = this.stream;
+    const seat = this.concern as Seat | undefined;
+    if (stream === undefined || seat === undefined) {
+      this.held ??= [];
+      if (this.held.length < MAX_HELD_RECEIPTS) this.held.push(event);
+      return;
+    }
+    const ids = readIdsFor(event, seat);
+    if (ids && !stream.ended) stream.sink.read(ids);
+  }
+
+  /** Starts serving: the receipts held so far go out first. */
+  serve(stream: OpenStream): void {
+    this.stream = stream;
+    const held = this.held;
+    this.held = undefined;
+    if (held) for (const event of held) this.hear(event);
+  }
 }
 
 /** Every open stream of this node: the per-seat limit, the shared heartbeat, shutdown. */
@@ -63,6 +118,7 @@ export class OpenStreams {
   constructor(
     private readonly store: RoomStore,
     private readonly recheckMs: number,
+    private readonly wheel: TimerWheel,
     private readonly heartbeatMs = HEARTBEAT_MS,
   ) {}
 
@@ -87,7 +143,7 @@ export class OpenStreams {
     let snapshot: InboxSnapshot | undefined;
     if (!this.store.wakeups.isListening(seat.code)) snapshot = await this.store.readInbox(seat, true);
     // Wake-ups for the caller's inbox (every one until a read has told the seat).
-    const waiter = new Waiter(snapshot?.seat);
+    const waiter = new StreamWaiter(this.wheel, snapshot?.seat);
     let stop = noop;
     let subscribed = true;
     try {
@@ -120,6 +176,7 @@ export class OpenStreams {
     const stream: OpenStream = { seatKey: `${seat.code}:${seat.tokenHash}`, sink, waiter, ended: false };
     signal.addEventListener("abort", waiter.onGone);
     this.add(stream);
+    waiter.serve(stream);
     try {
       let current: InboxSnapshot | undefined = prepared.first;
       for (;;) {

@@ -33,7 +33,8 @@ export interface RoomStatus {
   peerJoined: boolean;
   peerActive: boolean;
   pendingIn: number;
-  pendingOut: number;
+  /** Ids of the caller's sent messages the peer has not acked (read) yet, oldest first. */
+  unread: string[];
   e2e: boolean;
 }
 
@@ -48,10 +49,24 @@ export interface SendInput extends SeatCredentials {
 
 /**
  * A wake-up: the seat that has new mail ("a" or "b"), "joined" when seat b was claimed,
- * "closed" when the room ended, or "resync" when wake-ups may have been missed (every
- * waiter re-reads).
+ * "closed" when the room ended, "resync" when wake-ups may have been missed (every waiter
+ * re-reads), or a read receipt (ReadEvent).
  */
-export type WakeEvent = Seat | "joined" | "closed" | "resync";
+export type WakeEvent = Seat | "joined" | "closed" | "resync" | ReadEvent;
+
+/**
+ * A read receipt: the peer acked these messages of the seat, "read:<seat>:<id>,<id>". The
+ * ack that deleted them publishes it, in the same atomic step, naming only ids it deleted.
+ */
+export type ReadEvent = `read:${Seat}:${string}`;
+
+export const readEvent = (seat: Seat, ids: readonly string[]): ReadEvent => `read:${seat}:${ids.join(",")}`;
+
+export const isReadEvent = (event: WakeEvent): event is ReadEvent => event.startsWith("read:");
+
+/** The ids a read event names, when it is about the seat's messages. */
+export const readIdsFor = (event: ReadEvent, seat: Seat): string[] | undefined =>
+  event.charCodeAt(5) === seat.charCodeAt(0) ? event.slice(7).split(",") : undefined;
 
 export interface WakeupBus {
   /**
@@ -77,6 +92,7 @@ export interface RoomStore {
   sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }>;
   /** Pending messages for the caller; touch=false re-reads without counting as activity. */
   readInbox(seat: SeatCredentials, touch: boolean): Promise<InboxSnapshot>;
+  /** Deletes the caller's listed messages; when any was deleted, wakes the sender's waiters with a ReadEvent. */
   ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }>;
   /** The room as the caller sees it; touch=false re-reads without counting as activity. */
   getStatus(seat: SeatCredentials, touch?: boolean): Promise<RoomStatus>;

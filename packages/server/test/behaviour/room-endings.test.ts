@@ -111,7 +111,11 @@ describe("how a room ended", () => {
         "idle_timeout",
         "hard_cap",
       ]);
-      expect(openapi.paths["/v1/status"].get.parameters.map((p: { name: string }) => p.name)).toEqual(["code", "wait"]);
+      expect(openapi.paths["/v1/status"].get.parameters.map((p: { name: string }) => p.name)).toEqual([
+        "code",
+        "wait",
+        "until_read",
+      ]);
       expect(openapi.paths["/v1/recv"].get.responses["404"].description).toContain("`ended`");
     });
 

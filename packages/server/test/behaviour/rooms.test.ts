@@ -89,9 +89,9 @@ forEachTarget((target) => {
     it("reports members, expires_in, peer_joined, peer_active and pending counts for the caller's seat", async () => {
       const { client } = target();
       const room = await client.pairedRoom();
-      await client.send(room.code, room.a, "one");
-      await client.send(room.code, room.a, "two");
-      await client.send(room.code, room.b, "three");
+      const one = (await client.send(room.code, room.a, "one")).body.id;
+      const two = (await client.send(room.code, room.a, "two")).body.id;
+      const three = (await client.send(room.code, room.b, "three")).body.id;
       const forA = (await client.status(room.code, room.a)).body;
       expect(forA).toEqual({
         seat: "a",
@@ -101,11 +101,12 @@ forEachTarget((target) => {
         peer_active: true,
         pending_in: 1,
         pending_out: 2,
+        unread: [one, two],
       });
       expect(forA.expires_in).toBeGreaterThan(1790);
       expect(forA.expires_in).toBeLessThanOrEqual(1800);
       const forB = (await client.status(room.code, room.b)).body;
-      expect(forB).toMatchObject({ seat: "b", pending_in: 2, pending_out: 1, peer_active: true });
+      expect(forB).toMatchObject({ seat: "b", pending_in: 2, pending_out: 1, unread: [three], peer_active: true });
     });
 
     it("shows peer_active false while nobody holds seat b", async () => {

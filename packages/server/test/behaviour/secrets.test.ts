@@ -33,6 +33,18 @@ forEachTarget((target) => {
     }
     expect(target().logs()).not.toContain("hello");
   });
+
+  it("send refuses a text that contains the caller's own token (400, nothing stored, the token not echoed), as the MCP tool does", async () => {
+    const { client } = target();
+    const room = await client.pairedRoom();
+    const leak = await client.send(room.code, room.a, `my token is ${room.a}, keep it safe`, "leak");
+    expect(leak.status).toBe(400);
+    expect(leak.body).toEqual({ error: "bad_request", message: expect.stringContaining("own seat token") });
+    expect(leak.text).not.toContain(room.a);
+    expect((await client.recv(room.code, room.b, 0)).body.messages).toEqual([]);
+    // The peer's token is not the caller's: that text is the caller's business.
+    expect((await client.send(room.code, room.a, `not mine: ${room.b}`)).status).toBe(200);
+  });
 });
 
 forEachTarget(

@@ -241,6 +241,59 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     await until(async () => (await waitingRecvs(target)) === 0, "the waiting recv was freed");
   });
 
+  it("read receipts: status gives unread, and status with wait and until_read is woken by the peer's ack on another node", async () => {
+    const { client } = await connectMcp(target);
+    const opened = await ok(client, "open");
+    const joined = await ok(client, "join", { code: opened.code });
+    const sent = await ok(client, "send", { code: opened.code, token: opened.token, text: "was this read?" });
+    expect(await ok(client, "status", { code: opened.code, token: opened.token })).toMatchObject({
+      pending_out: 1,
+      unread: [sent.id],
+    });
+    const before = await waitingRecvs(target);
+    // The tool's own arguments: wait is a number, until_read an id.
+    const waiting = call(client, "status", {
+      code: opened.code,
+      token: opened.token,
+      wait: 20_000,
+      until_read: sent.id,
+    });
+    await until(async () => (await waitingRecvs(target)) > before, "the status waits");
+    await ok(client, "ack", { code: opened.code, token: joined.token, ids: [sent.id] });
+    // Had the ack not woken it, the wait would run out and answer what it read before the ack.
+    expect(await waiting).toMatchObject({ ok: true, body: { unread: [], pending_out: 0 } });
+    const bad = await call(client, "status", { code: opened.code, token: opened.token, until_read: "last" });
+    expect(bad).toMatchObject({
+      ok: false,
+      body: { error: "bad_request", message: expect.stringContaining("until_read") },
+    });
+    await client.close();
+  });
+
+  it("the tools and instructions stand alone: no reference an agent with only these tools cannot follow", async () => {
+    const { client } = await connectMcp(target);
+    const { tools } = await client.listTools();
+    const text = JSON.stringify(tools) + (client.getInstructions() ?? "");
+    expect(text).not.toMatch(/docs\/|§|\.md\b|GET \/v1\/api/);
+    // What an MCP-only agent needs to finish a room is in the tools themselves.
+    const describe = (name: string) => tools.find((tool) => tool.name === name)!.description ?? "";
+    expect(describe("status")).toContain("until_read");
+    expect(describe("close")).toMatch(/Who closes/);
+    expect(describe("close")).toMatch(/peer closed first/);
+    await client.close();
+  });
+
+  it("an encrypted room's share block offers no route that loses the key, and says an MCP-only agent cannot join", async () => {
+    const { client } = await connectMcp(target);
+    const opened = await ok(client, "open", { e2e: true });
+    await client.close();
+    expect(opened.share).toContain("MCP-only agent (no shell) cannot join this room");
+    expect(opened.share).not.toContain("/mcp");
+    // Every line that names the room names it by the whole join address (the client adds the key to it).
+    for (const line of opened.share.split("\n").filter((l: string) => l.includes(opened.code)))
+      if (!line.startsWith(`duet room ${opened.code}:`)) expect(line).toContain(opened.join_url);
+  });
+
   it("an MCP agent and a REST agent converse in one room", async () => {
     const { client } = await connectMcp(target);
     const rest = target.client;

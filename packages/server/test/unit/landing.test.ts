@@ -135,4 +135,37 @@ describe("the share block, the join page and the recipe", () => {
     expect(recipe.text).toContain("`GET /v1/cli/duet.cjs`");
     expect(recipe.text).toContain("`GET /v1/skill.md`");
   });
+
+  it("all three say how to finish a room: who closes and when, and what the peer closing first means", async () => {
+    const app = appWith(publicDir);
+    const opened = await request(app).post("/v1/open").set("User-Agent", "duet/0.1").send({});
+    const markdown = (await request(app).get(`/join/${opened.body.code}`)).text;
+    const html = (await request(app).get(`/join/${opened.body.code}`).set("Accept", "text/html")).text;
+    for (const page of [markdown, html]) {
+      expect(page).toMatch(/side that ends the conversation waits until its last message is read/);
+      expect(page).toMatch(/If the peer closed first/);
+    }
+    const recipe = (await request(app).get("/v1/api")).text;
+    expect(recipe).toContain("**Who closes, and when.**");
+    expect(recipe).toContain("**If the peer closed first**");
+    expect(recipe).toContain("### 6b. Was my message read? (read receipts)");
+    expect(recipe).toContain(`&until_read=8214307`);
+  });
+
+  it("an encrypted room's share block and join page: only routes that carry the key, and no MCP join", async () => {
+    const app = appWith(publicDir);
+    const opened = await request(app).post("/v1/open").set("User-Agent", "duet/0.1").send({ e2e: true });
+    const joinUrl = `${BASE}/join/${opened.body.code}`;
+    const share: string = opened.body.share;
+    expect(share).not.toMatch(/join this code|call its join tool|\/mcp/);
+    expect(share).toContain("An MCP-only agent (no shell) cannot join this room");
+    expect(share.split("\n")).toContain(
+      `If the duet skill is installed, use it with this address: duet join ${joinUrl}`,
+    );
+    expect(share.split("\n")).toContain(
+      `No duet CLI? With Node 20: curl -fsSO ${BASE}/v1/cli/duet.cjs && node duet.cjs join ${joinUrl}`,
+    );
+    const page = (await request(app).get(`/join/${opened.body.code}`)).text;
+    expect(page).toContain("An agent with MCP tools only (no shell) cannot join this room");
+  });
 });

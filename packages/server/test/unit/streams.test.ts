@@ -5,6 +5,7 @@
 // (listen, read).
 import type { Message, StreamEndReason } from "@duet/protocol";
 import { OpenStreams } from "../../src/realtime/streams";
+import { TimerWheel } from "../../src/realtime/timer-wheel";
 import { hashSeatToken } from "../../src/store/credentials";
 import { MemoryRoomStore } from "../../src/store/memory/memory-store";
 
@@ -29,7 +30,7 @@ describe.each([false, true])(
         return realWatch(code, listener);
       };
       bus.isListening = () => alreadyListening;
-      const streams = new OpenStreams(store, 3_600_000);
+      const streams = new OpenStreams(store, 3_600_000, new TimerWheel());
       const prepared = await streams.open({ code: b.code, tokenHash: hashSeatToken(b.token) });
       const delivered: Message[] = [];
       const abort = new AbortController();
@@ -38,6 +39,7 @@ describe.each([false, true])(
           delivered.push(m);
           abort.abort();
         },
+        read: () => undefined,
         heartbeat: () => undefined,
         end: (_reason: StreamEndReason) => undefined,
       };

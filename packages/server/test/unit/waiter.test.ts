@@ -1,7 +1,9 @@
 // The waiter's pieces that replaced per-request objects: the one-listener ClientGone (for
 // an AbortController) and the shared timer slots (for one Timeout per waiter). Order and
 // bookkeeping only: no assertion on how long anything took.
-import { ClientGone, Waiter, pendingTimerSlots } from "../../src/realtime/wait-for-messages";
+import { ClientGone } from "../../src/realtime/client-gone";
+import { TimerWheel } from "../../src/realtime/timer-wheel";
+import { Waiter } from "../../src/realtime/waiter";
 
 describe("ClientGone", () => {
   it("runs each listener once, in abort(), and not the removed ones", () => {
@@ -31,16 +33,18 @@ describe("ClientGone", () => {
 });
 
 describe("Waiter", () => {
+  const wheel = new TimerWheel();
+  const pendingTimerSlots = () => wheel.size;
   it("answers 'timer' from its slot, and a slot nobody waits in any more is cleared", async () => {
     const slotsBefore = pendingTimerSlots();
-    const timed = new Waiter();
+    const timed = new Waiter(wheel);
     const reason = timed.next(1);
     expect(pendingTimerSlots()).toBe(slotsBefore + 1);
     await expect(reason).resolves.toBe("timer");
     expect(pendingTimerSlots()).toBe(slotsBefore);
 
     // Woken before its timer: the timer's slot goes with it.
-    const woken = new Waiter();
+    const woken = new Waiter(wheel);
     const waiting = woken.next(60_000);
     expect(pendingTimerSlots()).toBe(slotsBefore + 1);
     woken.onEvent("resync");
@@ -49,7 +53,7 @@ describe("Waiter", () => {
   });
 
   it("keeps a wake-up that came between two waits, and only the events it is concerned with", async () => {
-    const waiter = new Waiter("a");
+    const waiter = new Waiter(wheel, "a");
     waiter.onEvent("b");
     waiter.onEvent("joined");
     const quiet = waiter.next(60_000);
@@ -63,8 +67,8 @@ describe("Waiter", () => {
   });
 
   it("waits for every event while it has no concern yet; slots go when their waiters do", async () => {
-    const one = new Waiter();
-    const two = new Waiter();
+    const one = new Waiter(wheel);
+    const two = new Waiter(wheel);
     const first = one.next(60_000);
     const second = two.next(60_000);
     expect(pendingTimerSlots()).toBeLessThanOrEqual(2);
@@ -72,6 +76,31 @@ describe("Waiter", () => {
     two.fire("drained");
     await expect(first).resolves.toBe("wake");
     await expect(second).resolves.toBe("drained");
+    expect(pendingTimerSlots()).toBe(0);
+  });
+
+  it("read receipts wake only waits concerned with them: its own seat's, or any seat's before a read told the seat", async () => {
+    const untilRead = new Waiter(wheel, "read:a");
+    for (const event of ["read:b:5", "a", "b", "joined"] as const) untilRead.onEvent(event);
+    // Not woken by any of them: its wait runs out.
+    await expect(untilRead.next(1)).resolves.toBe("timer");
+    const woken = untilRead.next(60_000);
+    untilRead.onEvent("read:a:3,4");
+    await expect(woken).resolves.toBe("wake");
+
+    const anySeat = new Waiter(wheel, "read:");
+    const waiting = anySeat.next(60_000);
+    anySeat.onEvent("read:b:9");
+    await expect(waiting).resolves.toBe("wake");
+
+    // A recv that does not know its seat yet wakes on any mail, never on a receipt.
+    const recv = new Waiter(wheel);
+    recv.onEvent("read:a:1");
+    recv.onEvent("read:b:2");
+    await expect(recv.next(1)).resolves.toBe("timer");
+    const mail = recv.next(60_000);
+    recv.onEvent("b");
+    await expect(mail).resolves.toBe("wake");
     expect(pendingTimerSlots()).toBe(0);
   });
 });

@@ -1,19 +1,26 @@
 // The in-process store: the same behaviour as the Redis store, in one process's memory.
 // Used when REDIS_URL is not set, so `pnpm start` works on a fresh machine.
-import {
-  MAX_PENDING_BYTES,
-  MAX_PENDING_MESSAGES,
-  PEER_ACTIVE_WINDOW_MS,
-  type EndReason,
-  type Message,
-  type RoomEnding,
-  type Seat,
-} from "@duet/protocol";
+import type { Message, Seat } from "@duet/protocol";
 import { apiError, roomEndedError, storeFullError, tooManyRoomsError } from "../../errors.js";
 import { LocalWakeupBus } from "../../realtime/local-wakeups.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken, tokenHashesEqual } from "../credentials.js";
 import {
+  closeReason,
+  closeRefused,
+  decideKey,
+  endingFor,
+  expiryReason,
+  idempotencyField,
+  isActive,
+  mailboxRefuses,
+  membersOf,
+  nextMessageId,
+  peerOf,
+  type EndingRecord,
+} from "../room-rules.js";
+import {
   DEFAULT_ENDING_KEEP_MS,
+  readEvent,
   type InboxSnapshot,
   type RoomLifetimes,
   type RoomStatus,
@@ -57,17 +64,10 @@ const ENDING_BYTES = 256;
 const idempotencyEntryBytes = (key: string) => 2 * key.length + 96;
 
 /** What is left of a room after it ended, for endingKeepMs: enough to tell its seats how. */
-interface Ending {
+interface Ending extends EndingRecord {
   tokenHashes: { a: string; b?: string };
-  reason: EndReason;
-  by?: Seat;
-  /** Unacked messages the close abandoned, by the seat they were addressed to. */
-  left?: { a: number; b: number };
-  at: number;
   keptUntil: number;
 }
-
-const peerOf = (seat: Seat): Seat => (seat === "a" ? "b" : "a");
 
 export class MemoryRoomStore implements RoomStore {
   readonly kind = "memory" as const;
@@ -106,24 +106,20 @@ export class MemoryRoomStore implements RoomStore {
     }
   }
 
-  private endRoom(code: string, room: Room, ending: Omit<Ending, "tokenHashes" | "keptUntil">): void {
+  private endRoom(code: string, room: Room, ending: EndingRecord): void {
     this.rooms.delete(code);
     this.used -= ROOM_BYTES + room.pendingBytes + room.idempotencyBytes;
     const owned = room.owner === undefined ? undefined : this.owners.get(room.owner);
     if (owned?.delete(code) && owned.size === 0) this.owners.delete(room.owner!);
     if (this.endingKeepMs > 0) {
-      this.endings.set(code, { ...ending, tokenHashes: room.tokenHashes, keptUntil: ending.at + this.endingKeepMs });
+      this.endings.set(code, { ...ending, tokenHashes: room.tokenHashes, keptUntil: ending.atMs + this.endingKeepMs });
       this.used += ENDING_BYTES;
     }
     this.wakeups.publish(code, "closed");
   }
 
-  /** The room's own expiry time tells idle from hard cap: it is the hard deadline only at the cap. */
   private expireRoom(code: string, room: Room): void {
-    this.endRoom(code, room, {
-      reason: room.expiresAt >= room.hardDeadline ? "hard_cap" : "idle_timeout",
-      at: room.expiresAt,
-    });
+    this.endRoom(code, room, { reason: expiryReason(room.expiresAt, room.hardDeadline), atMs: room.expiresAt });
   }
 
   /** The room, or undefined when it is gone (expired ones are ended here). */
@@ -150,10 +146,7 @@ export class MemoryRoomStore implements RoomStore {
     if (tokenHashesEqual(ending.tokenHashes.a, tokenHash)) seat = "a";
     else if (ending.tokenHashes.b !== undefined && tokenHashesEqual(ending.tokenHashes.b, tokenHash)) seat = "b";
     if (!seat) return apiError("not_found");
-    const ended: RoomEnding = { reason: ending.reason, at: new Date(ending.at).toISOString() };
-    if (ending.by) ended.by = ending.by;
-    if (ending.left) ended.abandoned = { in: ending.left[seat], out: ending.left[peerOf(seat)] };
-    return roomEndedError(ended, seat);
+    return roomEndedError(endingFor(ending, seat), seat);
   }
 
   private authenticate({ code, tokenHash }: SeatCredentials): { room: Room; seat: Seat } {
@@ -234,29 +227,26 @@ export class MemoryRoomStore implements RoomStore {
     const { room, seat } = this.authenticate(input);
     if (room.e2e && !input.envelope) throw apiError("e2e_required");
     this.touch(room, seat);
-    const keyField = input.idempotencyKey === undefined ? undefined : `${seat}:${input.idempotencyKey}`;
+    const keyField = input.idempotencyKey === undefined ? undefined : idempotencyField(seat, input.idempotencyKey);
+    const digest = input.textDigest ?? "";
     if (keyField !== undefined) {
-      const earlier = room.idempotency.get(keyField);
-      if (earlier) {
-        if (earlier.digest === input.textDigest) return { id: earlier.id, replayed: true };
-        throw apiError("idempotency_conflict");
-      }
+      const decision = decideKey(room.idempotency.get(keyField), digest);
+      if (decision.kind === "replay") return { id: decision.id, replayed: true };
+      if (decision.kind === "conflict") throw apiError("idempotency_conflict");
     }
     const bytes = Buffer.byteLength(input.text, "utf8");
-    const pending = room.inbox.a.length + room.inbox.b.length;
-    if (pending >= MAX_PENDING_MESSAGES || room.pendingBytes + bytes > MAX_PENDING_BYTES)
-      throw apiError("mailbox_full");
+    const pending = { messages: room.inbox.a.length + room.inbox.b.length, bytes: room.pendingBytes };
+    if (mailboxRefuses(pending, bytes)) throw apiError("mailbox_full");
     const keyBytes = keyField === undefined ? 0 : idempotencyEntryBytes(keyField);
     if (this.used + bytes + keyBytes > this.maxBytes) throw storeFullError();
-    // As send-8.lua: microseconds since the room opened, or one more than the last id.
-    room.lastId = Math.max(room.lastId + 1, (this.now() - room.bornAt) * 1000);
+    room.lastId = nextMessageId(room.lastId, (this.now() - room.bornAt) * 1000);
     const id = String(room.lastId);
     const recipient = peerOf(seat);
     room.inbox[recipient].push({ id, text: input.text, bytes });
     room.pendingBytes += bytes;
     room.idempotencyBytes += keyBytes;
     this.used += bytes + keyBytes;
-    if (keyField !== undefined) room.idempotency.set(keyField, { id, digest: input.textDigest ?? "" });
+    if (keyField !== undefined) room.idempotency.set(keyField, { id, digest });
     this.tally.messages++;
     this.tally.bytes += bytes;
     this.wakeups.publish(input.code, recipient);
@@ -276,10 +266,10 @@ export class MemoryRoomStore implements RoomStore {
     this.touch(room, seat);
     const wanted = new Set(ids);
     const kept: StoredMessage[] = [];
-    let acked = 0;
+    const read: string[] = [];
     for (const message of room.inbox[seat]) {
       if (wanted.has(message.id)) {
-        acked++;
+        read.push(message.id);
         room.pendingBytes -= message.bytes;
         this.used -= message.bytes;
       } else {
@@ -287,7 +277,8 @@ export class MemoryRoomStore implements RoomStore {
       }
     }
     room.inbox[seat] = kept;
-    return { acked };
+    if (read.length > 0) this.wakeups.publish(credentials.code, readEvent(peerOf(seat), read));
+    return { acked: read.length };
   }
 
   async getStatus(credentials: SeatCredentials, touch = true): Promise<RoomStatus> {
@@ -295,33 +286,26 @@ export class MemoryRoomStore implements RoomStore {
     if (touch) this.touch(room, seat);
     const peer = peerOf(seat);
     const peerJoined = room.tokenHashes.b !== undefined;
-    const peerSeen = room.lastSeen[peer];
     return {
       seat,
-      members: peerJoined ? ["a", "b"] : ["a"],
+      members: membersOf(peerJoined),
       expiresInMs: this.expiresIn(room),
       peerJoined,
-      peerActive: peerSeen !== undefined && this.now() - peerSeen < PEER_ACTIVE_WINDOW_MS,
+      peerActive: isActive(room.lastSeen[peer], this.now()),
       pendingIn: room.inbox[seat].length,
-      pendingOut: room.inbox[peer].length,
+      unread: room.inbox[peer].map((message) => message.id),
       e2e: room.e2e,
     };
   }
 
   async closeRoom(credentials: SeatCredentials, force: boolean): Promise<void> {
     const { room, seat } = this.authenticate(credentials);
-    if (!force && room.inbox.a.length + room.inbox.b.length > 0) {
+    const left = { a: room.inbox.a.length, b: room.inbox.b.length };
+    if (closeRefused(left, force)) {
       this.touch(room, seat);
       throw apiError("unread");
     }
-    const left = { a: room.inbox.a.length, b: room.inbox.b.length };
-    const forced = left.a + left.b > 0;
-    this.endRoom(credentials.code, room, {
-      reason: forced ? "force_closed" : "closed",
-      by: seat,
-      at: this.now(),
-      ...(forced ? { left } : {}),
-    });
+    this.endRoom(credentials.code, room, { reason: closeReason(left), by: seat, atMs: this.now(), left });
     this.tally.closed++;
   }
 

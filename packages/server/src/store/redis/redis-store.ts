@@ -1,17 +1,19 @@
 // The Redis store: rooms as hashes with TTLs, pending messages in lists, one Lua script per
 // atomic operation. The scripts are the truth; pub/sub only wakes waiting recvs.
 import { Cluster, ReplyError } from "ioredis";
-import {
-  MAX_PENDING_BYTES,
-  MAX_PENDING_MESSAGES,
-  PEER_ACTIVE_WINDOW_MS,
-  type EndReason,
-  type Message,
-  type RoomEnding,
-  type Seat,
-} from "@duet/protocol";
+import { MAX_PENDING_BYTES, MAX_PENDING_MESSAGES, type EndReason, type Message, type Seat } from "@duet/protocol";
 import { ApiError, apiError, roomEndedError, tooManyRoomsError } from "../../errors.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken } from "../credentials.js";
+import {
+  emptyAsNone,
+  endingFor,
+  expiryReason,
+  isActive,
+  membersOf,
+  noneAsEmpty,
+  peerOf,
+  type EndingRecord,
+} from "../room-rules.js";
 import {
   DEFAULT_ENDING_KEEP_MS,
   type InboxSnapshot,
@@ -28,7 +30,7 @@ import {
 import type { RedisClient } from "./connection.js";
 import { RedisKeys } from "./keys.js";
 import { within } from "../../deadline.js";
-import { defineScripts, scriptSource, type ScriptName } from "./scripts.js";
+import { defineScripts, fieldsOf, scriptSource, type NamedReply, type ScriptName } from "./scripts.js";
 
 /**
  * The scripts' refusals (lua/includes/refusals.lua), one meaning each, and the catalogue's
@@ -99,8 +101,8 @@ function notReplicated(confirmed: number, wanted: number): ApiError {
   return error;
 }
 
-/** Script replies that refuse the change (nothing to replicate: answer the refusal). */
-const refusedStatus = (reply: unknown) => (Array.isArray(reply) ? Number(reply[0]) : Number(reply)) < 0;
+/** Script replies that refuse the change (nothing to replicate: answer the refusal): a bare negative number. */
+const refusedStatus = (reply: unknown) => typeof reply === "number" && reply < 0;
 
 export interface RedisStoreOptions {
   client: RedisClient;
@@ -273,7 +275,7 @@ export class RedisRoomStore implements RoomStore {
   joinRoom(code: string): Promise<SeatGrant> {
     return this.run(async () => {
       const token = mintSeatToken();
-      const reply = await this.change<number | [number, number]>("duetJoin", [
+      const reply = await this.change<number | NamedReply>("duetJoin", [
         ...this.keys.room(code),
         this.keys.tallyFor(code),
         hashSeatToken(token),
@@ -281,28 +283,30 @@ export class RedisRoomStore implements RoomStore {
         this.keys.wakeChannel(code),
       ]);
       if (typeof reply === "number") throw refused(reply); // GONE: the bare 404, how it ended is for members
-      return { code, seat: "b", token, expiresInMs: Number(reply[0]), e2e: Number(reply[1]) === 1 };
+      const joined = fieldsOf(reply);
+      return { code, seat: "b", token, expiresInMs: Number(joined.expires_in), e2e: joined.e2e === 1 };
     });
   }
 
   sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }> {
     return this.run(async () => {
-      const [status, id] = await this.change<[number, string?, number?]>("duetSend", [
+      const reply = await this.change<number | NamedReply>("duetSend", [
         ...this.keys.room(input.code),
         this.keys.tallyFor(input.code),
         input.tokenHash,
         this.idleMs,
         input.text,
-        input.idempotencyKey ?? "",
-        input.textDigest ?? "",
+        noneAsEmpty(input.idempotencyKey),
+        noneAsEmpty(input.textDigest),
         MAX_PENDING_MESSAGES,
         MAX_PENDING_BYTES,
         this.keys.wakeChannel(input.code),
         input.envelope ? "1" : "0",
       ]);
-      if (status === Refusal.gone) throw await this.goneError(input);
-      if (status < 0) throw refused(status);
-      return { id: id!, replayed: status === 1 };
+      if (reply === Refusal.gone) throw await this.goneError(input);
+      if (typeof reply === "number") throw refused(reply);
+      const sent = fieldsOf(reply);
+      return { id: String(sent.id), replayed: sent.replayed === 1 };
     });
   }
 
@@ -314,16 +318,18 @@ export class RedisRoomStore implements RoomStore {
       // answered 503 may still be on the master, and one that a failover then loses must
       // never have been seen (the reader would hold a message the relay no longer has). The
       // re-read writes (touch), so the WAIT behind it covers every write it observed.
-      if (this.writeAck && typeof reply[0] !== "number" && reply.length > 2)
-        reply = await this.change<(string | number)[]>("duetRecv", [...args, "1"]);
-      if (reply[0] === Refusal.gone) throw await this.goneError(seat);
-      if (typeof reply[0] === "number") throw refused(reply[0]);
-      const mine = seatOf(reply[0]);
-      const from: Seat = mine === "a" ? "b" : "a";
+      if (this.writeAck && typeof reply !== "number" && (fieldsOf(reply).messages as NamedReply).length > 0)
+        reply = await this.change<number | NamedReply>("duetRecv", [...args, "1"]);
+      if (reply === Refusal.gone) throw await this.goneError(seat);
+      if (typeof reply === "number") throw refused(reply);
+      const inbox = fieldsOf(reply);
+      const mine = seatOf(inbox.seat);
+      const from = peerOf(mine);
+      const pairs = inbox.messages as NamedReply;
       const messages: Message[] = [];
-      for (let i = 2; i < reply.length; i += 2)
-        messages.push({ id: String(reply[i]), from, text: String(reply[i + 1]) });
-      return { seat: mine, messages, expiresInMs: Number(reply[1]) };
+      for (let i = 0; i + 1 < pairs.length; i += 2)
+        messages.push({ id: String(pairs[i]), from, text: String(pairs[i + 1]) });
+      return { seat: mine, messages, expiresInMs: Number(inbox.expires_in) };
     });
   }
 
@@ -333,6 +339,7 @@ export class RedisRoomStore implements RoomStore {
         ...this.keys.room(seat.code),
         seat.tokenHash,
         this.idleMs,
+        this.keys.wakeChannel(seat.code),
         ...ids,
       ]);
       if (status === Refusal.gone) throw await this.goneError(seat);
@@ -347,21 +354,22 @@ export class RedisRoomStore implements RoomStore {
         ...this.keys.room(seat.code),
         seat.tokenHash,
         this.idleMs,
-        PEER_ACTIVE_WINDOW_MS,
         touch ? "1" : "0",
       );
-      if (reply[0] === Refusal.gone) throw await this.goneError(seat);
-      if (typeof reply[0] === "number") throw refused(reply[0]);
-      const [mine, expiresInMs, peerJoined, peerActive, pendingIn, pendingOut, e2e] = reply;
+      if (reply === Refusal.gone) throw await this.goneError(seat);
+      if (typeof reply === "number") throw refused(reply);
+      const status = fieldsOf(reply);
+      const peerJoined = status.peer_joined === 1;
+      const peerSeen = emptyAsNone(status.peer_seen);
       return {
-        seat: seatOf(mine),
-        members: Number(peerJoined) === 1 ? ["a", "b"] : ["a"],
-        expiresInMs: Number(expiresInMs),
-        peerJoined: Number(peerJoined) === 1,
-        peerActive: Number(peerActive) === 1,
-        pendingIn: Number(pendingIn),
-        pendingOut: Number(pendingOut),
-        e2e: Number(e2e) === 1,
+        seat: seatOf(status.seat),
+        members: membersOf(peerJoined),
+        expiresInMs: Number(status.expires_in),
+        peerJoined,
+        peerActive: isActive(peerSeen === undefined ? undefined : Number(peerSeen), Number(status.now)),
+        pendingIn: Number(status.pending_in),
+        unread: (status.unread as NamedReply).map(String),
+        e2e: status.e2e === 1,
       };
     });
   }
@@ -387,16 +395,18 @@ export class RedisRoomStore implements RoomStore {
    */
   private async goneError(seat: SeatCredentials): Promise<ApiError> {
     const reply = await this.client.duetEnding(this.keys.ending(seat.code), seat.tokenHash);
-    if (typeof reply[0] === "number") return apiError("not_found");
-    const [mine, reason, at, by, leftA, leftB] = reply;
-    const me = seatOf(mine);
-    const ended: RoomEnding = { reason: String(reason) as EndReason, at: new Date(Number(at)).toISOString() };
-    if (by === "a" || by === "b") ended.by = by;
-    if (ended.reason === "force_closed") {
-      const left = { a: Number(leftA), b: Number(leftB) };
-      ended.abandoned = { in: left[me], out: left[me === "a" ? "b" : "a"] };
-    }
-    return roomEndedError(ended, me);
+    if (typeof reply === "number") return apiError("not_found");
+    const ending = fieldsOf(reply);
+    const me = seatOf(ending.seat);
+    const closer = emptyAsNone(ending.by);
+    const atMs = Number(ending.at);
+    const record: EndingRecord = {
+      reason: (emptyAsNone(ending.why) as EndReason | undefined) ?? expiryReason(atMs, Number(ending.hard)),
+      atMs,
+      left: { a: Number(ending.left_a), b: Number(ending.left_b) },
+    };
+    if (closer !== undefined) record.by = seatOf(closer);
+    return roomEndedError(endingFor(record, me), me);
   }
 
   getStats(): Promise<StoreTally> {

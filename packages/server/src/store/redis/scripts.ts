@@ -19,16 +19,29 @@ export function loadLua(file: string): string {
 
 type Arg = string | number;
 
+/**
+ * A script's answer as named fields: a flat list of names and values, as the script writes
+ * it ({'seat', seat, 'expires_in', ms, ...}). A refusal is a bare negative number instead.
+ */
+export type NamedReply = (string | number | NamedReply)[];
+
+/** The fields of a named reply, by name (what a script returns, read without counting positions). */
+export function fieldsOf(reply: NamedReply): Record<string, string | number | NamedReply> {
+  const fields: Record<string, string | number | NamedReply> = {};
+  for (let i = 0; i + 1 < reply.length; i += 2) fields[String(reply[i])] = reply[i + 1]!;
+  return fields;
+}
+
 declare module "ioredis" {
   interface RedisCommander<Context> {
     duetOpen(...keysThenArgs: Arg[]): Result<number, Context>;
-    duetJoin(...keysThenArgs: Arg[]): Result<number | [number, number], Context>;
-    duetSend(...keysThenArgs: Arg[]): Result<[number, string?, number?], Context>;
-    duetRecv(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
+    duetJoin(...keysThenArgs: Arg[]): Result<number | NamedReply, Context>;
+    duetSend(...keysThenArgs: Arg[]): Result<number | NamedReply, Context>;
+    duetRecv(...keysThenArgs: Arg[]): Result<number | NamedReply, Context>;
     duetAck(...keysThenArgs: Arg[]): Result<number, Context>;
-    duetStatus(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
+    duetStatus(...keysThenArgs: Arg[]): Result<number | NamedReply, Context>;
     duetClose(...keysThenArgs: Arg[]): Result<number, Context>;
-    duetEnding(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
+    duetEnding(...keysThenArgs: Arg[]): Result<number | NamedReply, Context>;
     duetClaim(...keysThenArgs: Arg[]): Result<[number, number?], Context>;
   }
 }

@@ -9,6 +9,7 @@ local seat, failure = seat_of(ARGV[1])
 if not seat then return failure end
 local left_a = redis.call('LLEN', KEYS[2])
 local left_b = redis.call('LLEN', KEYS[3])
+-- closeRefused and closeReason of room-rules.ts, atomic with the delete.
 if ARGV[3] ~= '1' and left_a + left_b > 0 then
   expire_room(touch(seat, now_ms(), tonumber(ARGV[2])))
   return UNREAD

@@ -1,8 +1,8 @@
 -- join: claims seat b and wakes the opener's waiting status.
 -- KEYS[1..7] the room's keys (see includes/seat.lua), KEYS[8] tally hash of the room's tag
 -- ARGV[1] token hash of seat b, ARGV[2] idle lifetime ms, ARGV[3] wake channel
--- Returns: {ms until the room expires, 1 if end-to-end encrypted else 0}, GONE or FULL
--- (includes/refusals.lua).
+-- Returns: named fields {'expires_in', ms until the room expires, 'e2e', 0/1}, or GONE or
+-- FULL (includes/refusals.lua).
 --!include seat.lua
 local tokens = redis.call('HMGET', KEYS[1], 'ta', 'tb', 'e2e')
 if not tokens[1] then return GONE end
@@ -15,6 +15,4 @@ local expires_at = touch('b', now, tonumber(ARGV[2]))
 expire_room(expires_at)
 redis.call('HINCRBY', KEYS[8], 'paired', 1)
 redis.call('SPUBLISH', ARGV[3], 'joined')
-local e2e = 0
-if tokens[3] then e2e = 1 end
-return {expires_at - now, e2e}
+return {'expires_in', expires_at - now, 'e2e', flag(tokens[3])}

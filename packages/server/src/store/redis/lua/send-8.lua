@@ -4,14 +4,14 @@
 -- ARGV[4] idempotency key ('' for none), ARGV[5] digest of the text ('' for none),
 -- ARGV[6] most pending messages, ARGV[7] most pending bytes, ARGV[8] wake channel,
 -- ARGV[9] '1' when the text has the shape of an e2e envelope (checked by the caller)
--- Returns: {0, id, ms until expiry} accepted, {1, id, ms} replay of an earlier send with
--- the same key and text; or {refusal}: GONE, WRONG_TOKEN, KEY_CONFLICT, MAILBOX_FULL,
--- NOT_AN_ENVELOPE (includes/refusals.lua). A refused send stores nothing, so its retry may
--- succeed.
+-- Returns: named fields {'id', id, 'replayed', 0 accepted or 1 replay of an earlier send
+-- with the same key and text, 'expires_in', ms}; or a refusal: GONE, WRONG_TOKEN,
+-- KEY_CONFLICT, MAILBOX_FULL, NOT_AN_ENVELOPE (includes/refusals.lua). A refused send
+-- stores nothing, so its retry may succeed.
 --!include seat.lua
 local seat, failure = seat_of(ARGV[1])
-if not seat then return {failure} end
-if ARGV[9] ~= '1' and redis.call('HEXISTS', KEYS[1], 'e2e') == 1 then return {NOT_AN_ENVELOPE} end
+if not seat then return failure end
+if ARGV[9] ~= '1' and redis.call('HEXISTS', KEYS[1], 'e2e') == 1 then return NOT_AN_ENVELOPE end
 local now_micros = now_us()
 local now = math.floor(now_micros / 1000)
 local expires_at = touch(seat, now, tonumber(ARGV[2]))
@@ -25,15 +25,19 @@ if ARGV[4] ~= '' then
   if earlier then
     local sep = string.find(earlier, ' ', 1, true)
     expire_room(expires_at)
-    if string.sub(earlier, sep + 1) == ARGV[5] then return {1, string.sub(earlier, 1, sep - 1), expires_at - now} end
-    return {KEY_CONFLICT}
+    if string.sub(earlier, sep + 1) == ARGV[5] then
+      return {'id', string.sub(earlier, 1, sep - 1), 'replayed', 1, 'expires_in', expires_at - now}
+    end
+    return KEY_CONFLICT
   end
 end
+-- The rules of room-rules.ts, here because they must be atomic with the write: the key
+-- (decideKey), the mailbox (mailboxRefuses) and the id (nextMessageId).
 local pending = redis.call('LLEN', KEYS[2]) + redis.call('LLEN', KEYS[3])
 local pending_bytes = tonumber(redis.call('HGET', KEYS[1], 'bytes'))
 if pending >= tonumber(ARGV[6]) or pending_bytes + #text > tonumber(ARGV[7]) then
   expire_room(expires_at)
-  return {MAILBOX_FULL}
+  return MAILBOX_FULL
 end
 -- The id: microseconds since the room opened, or one more than the last id when that is
 -- larger. Ids increase, and never come back even when Redis loses its latest writes (a kill
@@ -55,4 +59,4 @@ expire_room(expires_at)
 redis.call('HINCRBY', KEYS[8], 'messages', 1)
 redis.call('HINCRBY', KEYS[8], 'bytes', #text)
 redis.call('SPUBLISH', ARGV[8], recipient)
-return {0, id, expires_at - now}
+return {'id', id, 'replayed', 0, 'expires_in', expires_at - now}

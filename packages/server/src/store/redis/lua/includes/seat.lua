@@ -35,6 +35,12 @@ local function inbox_of(seat)
   return KEYS[3]
 end
 
+-- 1 when a field is present (HMGET's nil is false), else 0: a flag in a script's reply.
+local function flag(value)
+  if value then return 1 end
+  return 0
+end
+
 local function peer_of(seat)
   if seat == 'a' then return 'b' end
   return 'a'

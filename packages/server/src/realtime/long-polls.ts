@@ -1,0 +1,172 @@
+// Long-polls: recv answers at once when something is pending, otherwise waits for a wake-up,
+// the room's end (404), or the wait running out (empty list); a waiting status answers
+// when the peer's seat is claimed (or, with until_read, when the caller's messages up to an
+// id are read), the room ends or the wait runs out. Shared by both stores.
+import type { InboxSnapshot, RoomStatus, RoomStore, SeatCredentials } from "../store/room-store.js";
+import type { GoneSignal } from "./client-gone.js";
+import type { TimerWheel } from "./timer-wheel.js";
+import { Waiter, type Concern } from "./waiter.js";
+
+/** How often a recv re-reads when it could not subscribe to wake-ups. */
+const UNSUBSCRIBED_RECHECK_MS = 1000;
+
+export interface WaitOptions {
+  waitMs: number;
+  /** Re-read this often even without a wake-up, in case one was lost in flight. */
+  recheckMs: number;
+  /** Aborted when the client disconnects. */
+  signal: GoneSignal;
+}
+
+/** What a long-poll reads, and when its answer is ready (one object per kind, shared by every call). */
+interface LongPoll<T extends { expiresInMs: number }> {
+  /** One read; touch says whether it counts as activity. */
+  read(store: RoomStore, seat: SeatCredentials, touch: boolean): Promise<T>;
+  ready(snapshot: T): boolean;
+  /** The wake-up that concerns this wait after a read (undefined: every one). */
+  concern(snapshot: T): Concern | undefined;
+}
+
+const MESSAGES: LongPoll<InboxSnapshot> = {
+  read: (store, seat, touch) => store.readInbox(seat, touch),
+  ready: (snapshot) => snapshot.messages.length > 0,
+  // Wake-ups for the other seat's inbox are not ours (until a read tells our seat, every one counts).
+  concern: (snapshot) => snapshot.seat,
+};
+
+const PEER: LongPoll<RoomStatus> = {
+  read: (store, seat, touch) => store.getStatus(seat, touch),
+  ready: (status) => status.peerJoined,
+  concern: () => "joined",
+};
+
+/** A status wait for a read receipt: ready once none of the caller's messages up to the id is unread. */
+class UntilRead implements LongPoll<RoomStatus> {
+  constructor(private readonly id: number) {}
+  read(store: RoomStore, seat: SeatCredentials, touch: boolean): Promise<RoomStatus> {
+    return store.getStatus(seat, touch);
+  }
+  ready(status: RoomStatus): boolean {
+    // Ids grow within a room: compare them as numbers (at most 8 unread).
+    for (const id of status.unread) if (Number(id) <= this.id) return false;
+    return true;
+  }
+  concern(status: RoomStatus): Concern {
+    return status.seat === "a" ? "read:a" : "read:b";
+  }
+}
+
+/** Tracks every waiting recv and status of this node, so that shutdown can answer them all at once. */
+export class WaitingRecvs {
+  private readonly waiters = new Set<Waiter>();
+  private draining = false;
+
+  constructor(
+    private readonly store: RoomStore,
+    private readonly wheel: TimerWheel,
+  ) {}
+
+  get size(): number {
+    return this.waiters.size;
+  }
+
+  /** Shutdown: every waiting recv answers now with an empty list; new ones do not wait. */
+  drain(): void {
+    this.draining = true;
+    for (const waiter of this.waiters) waiter.fire("drained");
+  }
+
+  /** The caller's pending messages, or undefined when the client went away. */
+  waitForMessages(seat: SeatCredentials, options: WaitOptions): Promise<InboxSnapshot | undefined> {
+    return this.longPoll(seat, options, MESSAGES, undefined);
+  }
+
+  /**
+   * The caller's room status once the peer's seat is claimed, or when the wait runs out;
+   * undefined when the client went away. The room's end rejects with its 404.
+   */
+  waitForPeer(seat: SeatCredentials, options: WaitOptions): Promise<RoomStatus | undefined> {
+    return this.longPoll(seat, options, PEER, "joined");
+  }
+
+  /**
+   * The caller's room status once none of its messages with an id up to `id` is unread (the
+   * peer acked them: woken by the ack's read receipt, on any node), or when the wait runs
+   * out; undefined when the client went away. The room's end rejects with its 404.
+   */
+  waitUntilRead(seat: SeatCredentials, id: number, options: WaitOptions): Promise<RoomStatus | undefined> {
+    // Until a read tells the caller's seat, any seat's receipt wakes it.
+    return this.longPoll(seat, options, new UntilRead(id), "read:");
+  }
+
+  private async longPoll<T extends { expiresInMs: number }>(
+    seat: SeatCredentials,
+    options: WaitOptions,
+    poll: LongPoll<T>,
+    concern: Concern | undefined,
+  ): Promise<T | undefined> {
+    // The wait counts from the request's arrival, whatever the reads before it cost.
+    const deadline = Date.now() + options.waitMs;
+    const mayWait = options.waitMs > 0 && !this.draining;
+    // Wake-ups for this room already reach this node (another waiter, or a recent one):
+    // listen first, and one read covers everything.
+    if (mayWait && this.store.wakeups.isListening(seat.code))
+      return this.listenAndWait(seat, deadline, options, poll, new Waiter(this.wheel, concern));
+    // Otherwise a call that is answered at once costs one script call and no subscription.
+    const first = await poll.read(this.store, seat, true);
+    if (poll.ready(first) || !mayWait) return first;
+    return this.listenAndWait(seat, deadline, options, poll, new Waiter(this.wheel, poll.concern(first)), first);
+  }
+
+  /**
+   * Listens for the room's wake-ups, then reads: a send that landed before the listening
+   * began is seen by this read, and any later one wakes the waiter.
+   */
+  private async listenAndWait<T extends { expiresInMs: number }>(
+    seat: SeatCredentials,
+    deadline: number,
+    options: WaitOptions,
+    poll: LongPoll<T>,
+    waiter: Waiter,
+    earlier?: T,
+  ): Promise<T | undefined> {
+    const { signal } = options;
+    signal.addEventListener("abort", waiter.onGone);
+    // Registered before anything can stall, so that shutdown reaches this recv too.
+    this.waiters.add(waiter);
+    if (this.draining) waiter.fire("drained");
+    let stopWatching: (() => void) | undefined;
+    let recheckMs = options.recheckMs;
+    try {
+      // A subscription that fails, or is not confirmed in time (the bus bounds that wait:
+      // a cluster shard's subscriber being replaced, say), does not fail the recv: it
+      // re-reads every second instead.
+      try {
+        stopWatching = await this.store.wakeups.watch(seat.code, waiter.onEvent);
+      } catch {
+        recheckMs = Math.min(recheckMs, UNSUBSCRIBED_RECHECK_MS);
+      }
+      if (signal.aborted) return undefined;
+      // Only the first read counts as activity.
+      let current = await poll.read(this.store, seat, earlier === undefined);
+      waiter.concern = poll.concern(current);
+      for (;;) {
+        if (poll.ready(current)) return current;
+        const remaining = deadline - Date.now();
+        if (remaining <= 0) return current;
+        // Wake at the room's expiry too: the re-read then answers 404.
+        // The re-check is jittered so that recvs that arrived together do not re-read together.
+        const recheck = recheckMs * (0.8 + Math.random() * 0.4);
+        const reason = await waiter.next(Math.min(remaining, recheck, Math.max(current.expiresInMs, 0) + 5));
+        if (reason === "aborted") return undefined;
+        if (reason === "drained" || (reason === "timer" && Date.now() >= deadline)) return current;
+        current = await poll.read(this.store, seat, false);
+        waiter.concern = poll.concern(current);
+      }
+    } finally {
+      this.waiters.delete(waiter);
+      signal.removeEventListener("abort", waiter.onGone);
+      stopWatching?.();
+    }
+  }
+}
