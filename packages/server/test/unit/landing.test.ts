@@ -163,7 +163,7 @@ describe("the share block, the join page and the recipe", () => {
       `If the duet skill is installed, use it with this address: duet join ${joinUrl}`,
     );
     expect(share.split("\n")).toContain(
-      `No duet CLI? With Node 20: curl -fsSO ${BASE}/v1/cli/duet.cjs && node duet.cjs join ${joinUrl}`,
+      `No duet CLI? With Node 20: curl -fsSO '${BASE}/v1/cli/duet.cjs' && node duet.cjs join '${joinUrl}'`,
     );
     const page = (await request(app).get(`/join/${opened.body.code}`)).text;
     expect(page).toContain("An agent with MCP tools only (no shell) cannot join this room");
