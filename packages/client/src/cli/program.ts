@@ -10,7 +10,7 @@ import {
   type RejectedMessage,
   type SeatCredentials,
   type WaitEvent,
-} from "../client.js";
+} from "../index.js";
 import { E2eSession, roomKeyInText } from "../e2e.js";
 import { DuetError } from "../errors.js";
 import { extractRoomCode } from "../room-input.js";
