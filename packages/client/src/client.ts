@@ -37,6 +37,7 @@ import type {
 import { receiveLoop } from "./receive-loop.js";
 import { type MailboxWatch, type RetryKind, type RetryPolicy, retrying, waitForMailboxSpace } from "./retry.js";
 import { extractRoomCode } from "./room-input.js";
+import { type SelftestOptions, type SelftestReport, runSelftest } from "./selftest.js";
 import { seatStream } from "./stream.js";
 import { Deadline } from "./timing.js";
 import { DEFAULT_BASE_URL, Transport, canonicalCode } from "./transport.js";
@@ -226,6 +227,17 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
    */
   stream(seat: SeatCredentials, options: StreamOptions = {}): AsyncGenerator<StreamEvent> {
     return seatStream(this.transport, seat, options);
+  }
+
+  /**
+   * The path self-test (GET /v1/selftest): a long-poll held for waitMs (default 25 s) and
+   * the five-tick stream, at once, about 25 s in all. Reports whether the long-poll survived
+   * (and how long it lasted when cut) and whether stream events arrived as sent or in one
+   * lump, and advises the transport and the wait to use from here. Rejects with the relay's
+   * refusal when it cannot run the test (not_found: a relay that predates it).
+   */
+  selftest(options: SelftestOptions = {}): Promise<SelftestReport> {
+    return runSelftest(this.transport, this.now, options);
   }
 
   // ---- flows --------------------------------------------------------------------------

@@ -32,8 +32,17 @@ function errorResponses(codes: ErrorCode[], withEnding = codes.includes("unautho
   return out;
 }
 
-const ok = (schema: Schema, description: string) => ({
-  "200": { description, content: { "application/json": { schema: responseSchema(schema) } } },
+/** The two forms of an event stream (GET /v1/stream, the self-test's stream mode). */
+const STREAM_CONTENT = {
+  "text/event-stream": { schema: { type: "string" } },
+  "application/x-ndjson": { schema: { type: "string" } },
+};
+
+const ok = (schema: Schema, description: string, streams = false) => ({
+  "200": {
+    description,
+    content: { "application/json": { schema: responseSchema(schema) }, ...(streams ? STREAM_CONTENT : {}) },
+  },
 });
 const queryParams = (schema: z.ZodObject) => {
   const json = requestSchema(schema) as { properties: Record<string, { description?: string }>; required?: string[] };
@@ -64,7 +73,7 @@ function operation(spec: EndpointSpec) {
   } else if (spec.input?.in === "query") {
     op.parameters = queryParams(spec.input.schema);
   }
-  op.responses = { ...ok(spec.response, spec.responseDescription), ...errorResponses(spec.errors) };
+  op.responses = { ...ok(spec.response, spec.responseDescription, spec.streams), ...errorResponses(spec.errors) };
   return op;
 }
 
@@ -100,10 +109,7 @@ export function buildOpenApiDocument(serverUrl?: string) {
       responses: {
         "200": {
           description: "The stream.",
-          content: {
-            "text/event-stream": { schema: { type: "string" } },
-            "application/x-ndjson": { schema: { type: "string" } },
-          },
+          content: STREAM_CONTENT,
         },
         ...errorResponses([
           "bad_request",

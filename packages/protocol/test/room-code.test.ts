@@ -55,6 +55,7 @@ describe("OpenAPI document", () => {
         "/v1/openapi.json",
         "/v1/recv",
         "/v1/send",
+        "/v1/selftest",
         "/v1/stats",
         "/v1/status",
         "/v1/stream",

@@ -23,6 +23,7 @@ import { mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
 import { ROOM_ENDPOINTS, dispatchRoomCalls, labelRoomPath, roomRoutes } from "./http/room-routes.js";
 import { apiHeaders, securityHeaders } from "./http/security-headers.js";
+import { selftestStream } from "./http/selftest.js";
 import { STATS_PAGE_REFRESH_SECONDS, STATS_PATH, renderStatsHtml, wantsStatsPage } from "./http/stats-page.js";
 import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
@@ -129,6 +130,8 @@ export function createApp(deps: AppDeps): DuetApp {
       );
     });
   });
+  // The self-test's stream mode answers an event stream; its longpoll mode is the table's route.
+  app.use(selftestStream(publicLimiter));
   app.use(rooms.router);
   app.use(streamRoute(streams));
 

@@ -7,6 +7,7 @@ import { DEFAULT_BASE_URL } from "../transport.js";
 import { CLIENT_VERSION } from "../version.js";
 import { registerAck } from "./commands/ack.js";
 import { registerClose } from "./commands/close.js";
+import { registerDoctor } from "./commands/doctor.js";
 import { registerJoin } from "./commands/join.js";
 import { registerOpen } from "./commands/open.js";
 import { registerRecv } from "./commands/recv.js";
@@ -45,6 +46,7 @@ const COMMANDS = [
   registerClose,
   registerRooms,
   registerStats,
+  registerDoctor,
 ];
 
 /** Runs the CLI with `argv` (without node and script) and resolves with the exit code. */

@@ -18,6 +18,7 @@ import type { GoneSignal, WaitingRecvs } from "../realtime/wait-for-messages.js"
 import { digestText } from "../store/credentials.js";
 import type { InboxSnapshot, RoomStore, StoreTally } from "../store/room-store.js";
 import { E2E_NOTE, renderShareBlock } from "./join-page.js";
+import { selftestLongPoll } from "./selftest.js";
 
 export interface OperationDeps {
   store: RoomStore;
@@ -167,5 +168,7 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
         rooms_open: tally.roomsOpen,
       };
     },
+
+    selftest: selftestLongPoll,
   };
 }

@@ -142,7 +142,7 @@ each line before parsing it. The last line is \`{"event":"end","reason":...}\`: 
 ended (\`closed\`, \`force_closed\`, \`idle_timeout\`, \`hard_cap\`, or \`gone\`: stop), \`replaced\` (a newer stream of yours took over), \`shutdown\` (the
 relay node is stopping: reconnect). A stream opened on a room that has already ended is
 answered like recv: 404 with how it ended. If nothing arrives through a proxy that buffers,
-use recv (above) instead.
+use recv (above) instead; \`GET /v1/selftest\` (below) tells which works from where you are.
 
 ### 6. Ack (the delivery receipt)
 
@@ -250,6 +250,12 @@ in \`mcp.json\`. Tool errors carry \`{"error","message","remedy"}\`.
 - \`GET /v1/stats\`: public tally, totals since the store was created:
   \`{"sessions":rooms opened,"paired":rooms joined,"messages":messages accepted,"bytes":UTF-8 bytes accepted,"rooms_open":rooms open now}\`
   (refreshed about once a second).
+- \`GET /v1/selftest?mode=longpoll&wait=25000\`: no token; answers \`{"ok":true,"mode":"longpoll","waited_ms":N}\`
+  after the wait. An error or a dropped connection before then means a proxy between you and
+  the relay cuts long requests: use a shorter \`wait\` on recv and status.
+  \`GET /v1/selftest?mode=stream&format=ndjson\`: five \`tick\` events \`{n, sent_at_ms}\`, one a
+  second, then \`end\`; ticks that arrive all at once mean something buffers streams: use recv.
+  (\`duet doctor\` runs both and says what to use.)
 - \`GET /v1/openapi.json\`: the OpenAPI 3.1 description.
 - \`GET /join/<code>\`: how to join a room (reading it does not take the seat).
 - \`GET /v1/cli/duet.cjs\`: the duet CLI in one file (needs only Node 20), which does all of the
