@@ -28,6 +28,10 @@ await build({
   },
   logLevel: "warning",
 });
+// The relay writes its base URL over this literal as it serves the file (src/cli/served.ts).
+const servedMarker = '"__DUET_SERVED_FROM__"';
+if (readFileSync(outfile, "utf8").split(servedMarker).length !== 2)
+  throw new Error(`dist/bundle/duet.cjs must hold ${servedMarker} exactly once (src/cli/served.ts)`);
 chmodSync(outfile, 0o755);
 copyFileSync(join(packageDir, "SKILL.md"), join(bundleDir, "SKILL.md"));
 const manifest = {

@@ -185,7 +185,7 @@ export function createApp(deps: AppDeps): DuetApp {
       return void res.type("html").send(renderLandingHtml(settings));
     res.type("text/markdown; charset=utf-8").send(renderLandingMarkdown(settings));
   });
-  app.use(downloadRoutes(deps.publicDir ?? join(__dirname, "public"), publicLimiter));
+  app.use(downloadRoutes(deps.publicDir ?? join(__dirname, "public"), publicLimiter, baseUrl));
   app.get("/join/:code", async (req, res, next) => {
     const code = normalizeRoomCode(req.params.code);
     if (!code) return next(apiError("not_found", "This is not a duet room code."));

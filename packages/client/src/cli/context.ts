@@ -8,6 +8,7 @@ import type { OpenedMessage, RejectedMessage, SeatCredentials, WaitEvent } from 
 import { extractRoomCode } from "../room-input.js";
 import { DEFAULT_BASE_URL } from "../transport.js";
 import { NoSeatError, RoomEndedError } from "./errors.js";
+import { servedBaseUrl } from "./served.js";
 import { CliError, EXIT } from "./exit-codes.js";
 import { Spinner } from "./spinner.js";
 import { type RoomEntry, StateStore, defaultStateDir } from "./state.js";
@@ -65,9 +66,12 @@ export class Cli {
     return new DuetClient({ baseUrl });
   }
 
-  /** The relay of a command that names no room: --base-url, else $DUET_URL, else the default. */
+  /**
+   * The relay of a command that names no room: --base-url, else $DUET_URL, else the relay
+   * this file was downloaded from, else the default.
+   */
   defaultBaseUrl(options: GlobalOptions): string {
-    return options.baseUrl ?? this.io.env.DUET_URL ?? DEFAULT_BASE_URL;
+    return options.baseUrl ?? this.io.env.DUET_URL ?? servedBaseUrl ?? DEFAULT_BASE_URL;
   }
 
   clientForRoom(options: GlobalOptions, entry: RoomEntry): DuetClient {

@@ -21,12 +21,15 @@ import { Cli, type CliIo } from "./context.js";
 import { RoomEndedError } from "./errors.js";
 import { EXIT, EXIT_CODES_HELP, type ExitCode, exitCodeFor } from "./exit-codes.js";
 import { describeError, errorCodeOf } from "./format.js";
+import { servedBaseUrl } from "./served.js";
 
 export type { CliIo } from "./context.js";
 export { formatMessage } from "./format.js";
 
+const DEFAULT_RELAY = servedBaseUrl ? `${servedBaseUrl}, the relay this file came from` : DEFAULT_BASE_URL;
+
 const ENVIRONMENT_HELP = `Environment:
-  DUET_URL        relay base URL (default ${DEFAULT_BASE_URL}); --base-url wins
+  DUET_URL        relay base URL (default ${DEFAULT_RELAY}); --base-url wins
   DUET_STATE_DIR  where seat tokens are kept (default $XDG_STATE_HOME/duet or ~/.local/state/duet);
                   the file is rooms.json, mode 0600. Give a second agent on the same machine its own.`;
 
@@ -55,7 +58,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<ExitCode | numb
   const program = new Command("duet")
     .description("duet: a temporary two-seat relay for agents. Open a room, share the block, converse, close.")
     .option("--json", "machine-readable output on stdout (one JSON value; watch: one per line)")
-    .option("--base-url <url>", `relay base URL (default: the room's relay, else $DUET_URL, else ${DEFAULT_BASE_URL})`)
+    .option("--base-url <url>", `relay base URL (default: the room's relay, else $DUET_URL, else ${DEFAULT_RELAY})`)
     .option("--code <code>", "which room, when the state file holds several")
     .version(CLIENT_VERSION, "-V, --version")
     .showSuggestionAfterError()

@@ -2,7 +2,6 @@
 import type { Command } from "commander";
 import { E2eSession, roomKeyInText } from "../../e2e.js";
 import { extractRoomCode } from "../../room-input.js";
-import { DEFAULT_BASE_URL } from "../../transport.js";
 import { readAll } from "../arguments.js";
 import type { Cli } from "../context.js";
 import { CliError, EXIT } from "../exit-codes.js";
@@ -43,7 +42,8 @@ export function registerJoin(program: Command, cli: Cli): void {
           `This state dir (${state.dir}) holds seat a of room ${room.code}: it opened the room. The other agent joins it, with its own DUET_STATE_DIR when on this machine.`,
         );
       }
-      const baseUrl = options.baseUrl ?? room.baseUrl ?? cli.io.env.DUET_URL ?? DEFAULT_BASE_URL;
+      // The join address names its relay; a bare code goes to the relay of a command that names no room.
+      const baseUrl = options.baseUrl ?? room.baseUrl ?? cli.defaultBaseUrl(options);
       const joined = await cli.clientFor(baseUrl).join(room.code, { key });
       const e2e = joined.e2e_session?.state;
       state.put({
