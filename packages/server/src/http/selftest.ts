@@ -14,7 +14,6 @@ import {
   type SelftestResponse,
 } from "@duet/protocol";
 import { apiError } from "../errors.js";
-import type { GoneSignal } from "../realtime/wait-for-messages.js";
 import type { OperationContext } from "./operations.js";
 import { parseInput } from "./validate.js";
 
@@ -32,7 +31,7 @@ export async function selftestLongPoll(
 }
 
 /** Resolves true after `ms`, or false as soon as the client goes away. */
-function held(ms: number, signal: GoneSignal | undefined): Promise<boolean> {
+function held(ms: number, signal: OperationContext["signal"]): Promise<boolean> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve(false);
     const gone = () => {
