@@ -4,16 +4,18 @@
 // push stream), receive-loop.ts (handing messages on), encrypted-room.ts (sealing, opening).
 import { randomUUID } from "node:crypto";
 import {
+  ENDPOINTS,
   MAX_WAIT_MS,
+  StatusResponse,
   type AckResponse,
   type CloseResponse,
-  type EndpointInput,
   type Message,
   type RecvResponse,
   type SendResponse,
+  type RoomEnding,
   type StatsResponse,
-  type StatusResponse,
 } from "@duet/protocol";
+import { z } from "zod";
 import { E2eSession, joinUrlWithKey, newRoomKey, roomKeyInText } from "./e2e.js";
 import { openAll, textToSend } from "./encrypted-room.js";
 import { DuetError } from "./errors.js";
@@ -24,15 +26,18 @@ import type {
   OpenedMessage,
   OpenedRecvResponse,
   OpenedRoom,
+  ReadResult,
   ReceiveLoopOptions,
   RecvOptions,
   RejectedMessage,
   SeatCredentials,
   SendOptions,
+  Status,
   StatusOptions,
   StreamEvent,
   StreamOptions,
   WaitForPeerOptions,
+  WaitUntilReadOptions,
 } from "./options.js";
 import { receiveLoop } from "./receive-loop.js";
 import { type MailboxWatch, type RetryKind, type RetryPolicy, retrying, waitForMailboxSpace } from "./retry.js";
@@ -40,11 +45,20 @@ import { extractRoomCode } from "./room-input.js";
 import { type SelftestOptions, type SelftestReport, runSelftest } from "./selftest.js";
 import { seatStream } from "./stream.js";
 import { Deadline } from "./timing.js";
+import { DuetTimeoutError } from "./errors.js";
 import { DEFAULT_BASE_URL, Transport, canonicalCode } from "./transport.js";
 
 /** Send budget: mailbox_full waits for the peer to read, which takes longer than a rate limit. */
 const DEFAULT_SEND_TIMEOUT_MS = 120_000;
 const DEFAULT_WAIT_FOR_PEER_MS = 300_000;
+const DEFAULT_WAIT_FOR_READ_MS = 300_000;
+/**
+ * status's answer as read here: the table's schema plus `unread` (the read receipts of
+ * RECEIPTS-API.md), which a relay without receipts leaves out.
+ */
+const StatusWithReceipts = StatusResponse.extend({ unread: z.array(z.string()).optional() });
+/** A message id as the relay mints it: decimal digits. */
+const MESSAGE_ID = /^[0-9]{1,15}$/;
 /** A held call is answered within its wait plus a small margin; beyond this the connection is dead. */
 const RECV_ANSWER_MARGIN_MS = 10_000;
 
@@ -173,19 +187,24 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
 
   /**
    * Room status for this seat: members, lifetime, whether the peer joined and is active,
-   * pending counts. With waitMs the relay answers as soon as the peer has joined (or the
-   * wait runs out, or the room ends).
+   * pending counts, and `unread`: the ids of this seat's messages the peer has not acked
+   * (read) yet. With waitMs the relay answers as soon as the peer has joined, or with
+   * untilRead as soon as none of this seat's messages up to that id is unread (or the wait
+   * runs out, or the room ends).
    */
-  status(seat: SeatCredentials, options: StatusOptions = {}): Promise<StatusResponse> {
+  status(seat: SeatCredentials, options: StatusOptions = {}): Promise<Status> {
     const waitMs = options.waitMs ?? 0;
-    const query: EndpointInput<"status"> = { code: canonicalCode(seat.code) };
+    const query: Record<string, string> = { code: canonicalCode(seat.code) };
     if (waitMs > 0) query.wait = String(waitMs);
+    if (options.untilRead !== undefined) query.until_read = options.untilRead;
+    const { method, path } = ENDPOINTS.status;
     return this.retrying(
       "status",
       "refusals-and-network",
       { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs },
       (timeoutMs) =>
-        this.transport.call("status", query, {
+        this.transport.request(method, path, StatusWithReceipts, {
+          query,
           token: seat.token,
           signal: options.signal,
           timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
@@ -270,6 +289,50 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   }
 
   /**
+   * Waits until the peer has read (acked) this seat's message `id` and every earlier one:
+   * long-polls status with until_read, so the relay answers the moment the ack lands, on
+   * any node. Resolves with the ids still unread; also when the room ended with every
+   * message of this seat acked (closed, or force-closed abandoning none of them: `ended`
+   * says how). Rejects with DuetTimeoutError after timeoutMs (default 5 min), DuetError
+   * not_found when the room ended with the message unread (or the relay no longer says how),
+   * DuetAbortError when signalled.
+   */
+  async waitUntilRead(seat: SeatCredentials, id: string, options: WaitUntilReadOptions = {}): Promise<ReadResult> {
+    if (!MESSAGE_ID.test(id))
+      throw new DuetError("bad_request", `"${id}" is not a message id (1 to 15 digits, as send returns it).`);
+    const deadline = new Deadline(
+      options.timeoutMs ?? DEFAULT_WAIT_FOR_READ_MS,
+      `Waiting for message ${id} to be read`,
+      this.now,
+    );
+    const pollMs = Math.min(Math.max(options.pollMs ?? MAX_WAIT_MS, 1), MAX_WAIT_MS);
+    const target = Number(id);
+    for (;;) {
+      let status: Status;
+      try {
+        status = await this.status(seat, {
+          signal: options.signal,
+          onWait: options.onWait,
+          waitMs: Math.min(pollMs, Math.max(0, deadline.remainingMs())),
+          untilRead: id,
+          timeoutMs: Math.max(1, deadline.remainingMs()) + RECV_ANSWER_MARGIN_MS,
+        });
+      } catch (error) {
+        if (error instanceof DuetError && error.code === "not_found" && everyMessageAcked(error.ended))
+          return { unread: [], ended: error.ended };
+        throw error;
+      }
+      if (status.unread === undefined)
+        throw new DuetError("invalid_response", "The relay's status has no `unread`: it predates read receipts.");
+      if (!status.unread.some((unread) => Number(unread) <= target)) return { unread: status.unread };
+      if (deadline.expired())
+        throw new DuetTimeoutError(
+          `Message ${id} was not read within ${deadline.budgetMs} ms (unread: ${status.unread.join(", ")}).`,
+        );
+    }
+  }
+
+  /**
    * Hands each message addressed to this seat to `handle`, one at a time, oldest first,
    * acking it once `handle` resolved; from the push stream, or long-poll recv where the
    * stream cannot work (receive-loop.ts says how).
@@ -291,4 +354,9 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   ): Promise<T> {
     return retrying(this.policy, what, kind, options, attempt, onMailboxFull);
   }
+}
+
+/** How a room ended says every message of the reader's seat was acked: closed (refused while any was unread), or force-closed abandoning none of them. */
+function everyMessageAcked(ended: RoomEnding | undefined): boolean {
+  return ended?.reason === "closed" || (ended?.reason === "force_closed" && ended.abandoned?.out === 0);
 }

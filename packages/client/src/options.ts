@@ -1,5 +1,5 @@
 // The SDK's option and result types, shared by DuetClient and the modules behind it.
-import type { JoinResponse, Message, OpenResponse, RoomEnding } from "@duet/protocol";
+import type { JoinResponse, Message, OpenResponse, RoomEnding, StatusResponse } from "@duet/protocol";
 import type { E2eRejectReason, E2eSession } from "./e2e.js";
 
 /** What a seat-bound call needs: the room code and this seat's secret token. */
@@ -71,8 +71,29 @@ export interface WaitForPeerOptions extends CallOptions {
 }
 
 export interface StatusOptions extends CallOptions {
-  /** Milliseconds the relay may hold the call open until the peer joins, 0..25000. Default 0. */
+  /** Milliseconds the relay may hold the call open until the peer joins (or, with untilRead, until that is read), 0..25000. Default 0. */
   waitMs?: number;
+  /** With waitMs: answer as soon as none of this seat's messages up to this id is unread (read receipts). */
+  untilRead?: string;
+}
+
+/**
+ * status's answer: `unread` lists the ids of this seat's own messages the peer has not
+ * acked yet, oldest first (absent from a relay without read receipts).
+ */
+export type Status = StatusResponse & { unread?: string[] };
+
+export interface WaitUntilReadOptions extends CallOptions {
+  /** Longest wait of one long-poll (GET /v1/status?wait=&until_read=), 1..25000 ms. Default 25000. */
+  pollMs?: number;
+}
+
+/** waitUntilRead's answer: the message was read. */
+export interface ReadResult {
+  /** This seat's messages still unread (all later than the one waited for). */
+  unread: string[];
+  /** Set when the room ended with every message of this seat acked (closed, or force-closed abandoning none of them). */
+  ended?: RoomEnding;
 }
 
 export interface ReceiveLoopOptions {
@@ -92,14 +113,18 @@ export interface ReceiveLoopOptions {
   /** Time each recv and ack may spend retrying before the loop gives up. Default the client's retryTimeoutMs. */
   retryTimeoutMs?: number;
   onWait?: (event: WaitEvent) => void;
+  /** Told when the peer has read (acked) messages this seat sent: the read receipts of the push stream (not in long-poll). */
+  onRead?: (ids: string[]) => void;
   /** Encrypted rooms: told about a refused message, which is then acked (dropped). Without it the loop stops with DuetE2eError. */
   onRejected?: (rejected: RejectedMessage) => void;
 }
 
-/** One event of the push stream: a message addressed to this seat, or the stream's end and why. */
+/** One event of the push stream: a message addressed to this seat, a read receipt, or the stream's end and why. */
 export type StreamEvent =
   | { event: "open" }
   | { event: "message"; message: Message }
+  /** The peer acked (read) these messages of this seat. Ids only, never text; not replayed after a reconnect (status has `unread`). */
+  | { event: "read"; ids: string[] }
   | { event: "end"; reason: string; ended?: RoomEnding };
 
 export interface StreamOptions {

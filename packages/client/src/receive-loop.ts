@@ -76,7 +76,7 @@ export async function receiveLoop(
   const source =
     options.transport === "long-poll"
       ? undefined
-      : new StreamSource(calls, seat, options.transport === "stream", signal, retry.onWait);
+      : new StreamSource(calls, seat, options.transport === "stream", signal, retry.onWait, options.onRead);
   try {
     while (!signal?.aborted && (maxMessages === undefined || handled < maxMessages)) {
       let messages: Message[];
@@ -147,6 +147,7 @@ export class StreamSource {
     private readonly only: boolean,
     private readonly signal: AbortSignal | undefined,
     private readonly onWait?: (event: WaitEvent) => void,
+    private readonly onRead?: (ids: string[]) => void,
   ) {}
 
   /** Messages that arrived, or undefined when the loop should long-poll instead. */
@@ -191,6 +192,10 @@ export class StreamSource {
         continue;
       }
       if (event.event === "message") return [event.message];
+      if (event.event === "read") {
+        this.onRead?.(event.ids);
+        continue;
+      }
       this.events = undefined;
       // replaced: another reader of this seat took over on that node; shutdown: the node
       // stops. Any other reason: the room ended (how, when the relay says), as recv's 404.

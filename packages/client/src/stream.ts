@@ -146,6 +146,10 @@ export async function* seatStream(
       const data = eventData(path, item);
       if (typeof data.id === "string" && (data.from === "a" || data.from === "b") && typeof data.text === "string")
         yield { event: "message", message: { id: data.id, from: data.from, text: data.text } };
+    } else if (item.event === "read") {
+      const data = eventData(path, item);
+      if (Array.isArray(data.ids) && data.ids.every((id) => typeof id === "string"))
+        yield { event: "read", ids: data.ids as string[] };
     } else if (item.event === "end") {
       const data = eventData(path, item);
       const ended = RoomEnding.safeParse(data.ended);

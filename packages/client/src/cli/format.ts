@@ -1,7 +1,8 @@
 // How the CLI writes what it learned: messages on one line each, the status table, how a
 // room ended, and an error as one line (or one JSON object with --json).
-import { describeRoomEnding, type Message, type RoomEnding, type StatusResponse } from "@duet/protocol";
+import { describeRoomEnding, type Message, type RoomEnding } from "@duet/protocol";
 import { DuetError } from "../errors.js";
+import type { Status } from "../options.js";
 import { CliError, adviceFor } from "./exit-codes.js";
 
 /** How the room ended, from the reader's seat; the relay stops saying after a while. */
@@ -33,7 +34,7 @@ export function formatMessage(message: Message): string {
   return `${message.from}: ${escaped}`;
 }
 
-export function formatStatus(code: string, status: StatusResponse): string {
+export function formatStatus(code: string, status: Status): string {
   return [
     `room:        ${code}`,
     `seat:        ${status.seat}`,
@@ -42,6 +43,8 @@ export function formatStatus(code: string, status: StatusResponse): string {
     `peer active: ${status.peer_active ? "yes" : "no"}`,
     `pending in:  ${status.pending_in}`,
     `pending out: ${status.pending_out}`,
+    // The ids of this seat's messages the peer has not read (acked) yet; a relay without receipts does not say.
+    ...(status.unread ? [`unread:      ${status.unread.length > 0 ? status.unread.join(" ") : "none"}`] : []),
     ...(status.e2e ? ["encrypted:   end-to-end (the relay sees only ciphertext)"] : []),
     `ends in:     ${status.expires_in} s`,
   ].join("\n");

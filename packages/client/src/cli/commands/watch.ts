@@ -20,7 +20,9 @@ interface WatchOptions {
 export function registerWatch(program: Command, cli: Cli): void {
   program
     .command("watch")
-    .description("print messages as they arrive, one per line, acking each after it is printed; Ctrl-C stops")
+    .description(
+      "print messages as they arrive, one per line, acking each after it is printed, and read receipts of yours (read: <ids>); Ctrl-C stops",
+    )
     .addOption(new Option("--count <n>", "exit after this many messages").argParser(positiveInteger("--count")))
     .addOption(
       new Option("--timeout <ms>", "stop after this long (exit 9 if --count messages did not all arrive)").argParser(
@@ -64,6 +66,12 @@ export function registerWatch(program: Command, cli: Cli): void {
               waitMs: watchOptions.wait,
               onWait: cli.showWait("watching"),
               transport: watchOptions.longPoll ? "long-poll" : "auto",
+              // Read receipts of this seat's own messages, from the stream.
+              onRead: (ids) => {
+                cli.spinner.stop();
+                cli.print(cli.json ? JSON.stringify({ event: "read", ids }) : `read: ${ids.join(" ")}`);
+                cli.spinner.start("waiting for messages (Ctrl-C stops)");
+              },
             },
           ),
         ));
