@@ -1,6 +1,6 @@
 // The CLI's read-receipt flows against a stand-in relay that speaks the receipts wire of
 // RECEIPTS-API.md (status `unread`, status waits with until_read, the stream's `read`
-// event), so they are checked without the relay's side of receipts. receipts.e2e.test.ts
+// event), so they are checked without the relay's side of receipts. read-receipts.test.ts
 // runs the same flows against the real relay.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
