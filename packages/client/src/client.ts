@@ -15,7 +15,6 @@ import {
   type RoomEnding,
   type StatsResponse,
 } from "@duet/protocol";
-import { z } from "zod";
 import { E2eSession, joinUrlWithKey, newRoomKey, roomKeyInText } from "./e2e.js";
 import { openAll, textToSend } from "./encrypted-room.js";
 import { DuetError } from "./errors.js";
@@ -53,10 +52,12 @@ const DEFAULT_SEND_TIMEOUT_MS = 120_000;
 const DEFAULT_WAIT_FOR_PEER_MS = 300_000;
 const DEFAULT_WAIT_FOR_READ_MS = 300_000;
 /**
- * status's answer as read here: the table's schema plus `unread` (the read receipts of
- * RECEIPTS-API.md), which a relay without receipts leaves out.
+ * status's answer as read here: the table's schema, keeping `unread` (the read receipts of
+ * RECEIPTS-API.md), which a relay without receipts leaves out. No zod import of the
+ * client's own: the bundle would then hold a second copy of zod (its ESM build beside the
+ * CommonJS one @duet/protocol's build requires), 0.8 MB more.
  */
-const StatusWithReceipts = StatusResponse.extend({ unread: z.array(z.string()).optional() });
+const StatusWithReceipts = StatusResponse.loose();
 /** A message id as the relay mints it: decimal digits. */
 const MESSAGE_ID = /^[0-9]{1,15}$/;
 /** A held call is answered within its wait plus a small margin; beyond this the connection is dead. */
@@ -203,12 +204,14 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
       "refusals-and-network",
       { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs },
       (timeoutMs) =>
-        this.transport.request(method, path, StatusWithReceipts, {
-          query,
-          token: seat.token,
-          signal: options.signal,
-          timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
-        }),
+        this.transport
+          .request(method, path, StatusWithReceipts, {
+            query,
+            token: seat.token,
+            signal: options.signal,
+            timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
+          })
+          .then(statusOf),
     );
   }
 
@@ -359,4 +362,11 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
 /** How a room ended says every message of the reader's seat was acked: closed (refused while any was unread), or force-closed abandoning none of them. */
 function everyMessageAcked(ended: RoomEnding | undefined): boolean {
   return ended?.reason === "closed" || (ended?.reason === "force_closed" && ended.abandoned?.out === 0);
+}
+
+/** The status fields the table's schema knows (whether or not it has `unread` yet), with `unread` when it is a list of ids. */
+function statusOf(answer: Record<string, unknown>): Status {
+  const known: Status = StatusResponse.parse(answer);
+  const { unread } = answer;
+  return Array.isArray(unread) && unread.every((id) => typeof id === "string") ? { ...known, unread } : known;
 }
