@@ -52,12 +52,22 @@ const DEFAULT_SEND_TIMEOUT_MS = 120_000;
 const DEFAULT_WAIT_FOR_PEER_MS = 300_000;
 const DEFAULT_WAIT_FOR_READ_MS = 300_000;
 /**
- * status's answer as read here: the table's schema, keeping `unread` (the read receipts of
- * RECEIPTS-API.md), which a relay without receipts leaves out. No zod import of the
- * client's own: the bundle would then hold a second copy of zod (its ESM build beside the
- * CommonJS one @duet/protocol's build requires), 0.8 MB more.
+ * status's answer as read here: the table's schema without `unread` (the read receipts of
+ * RECEIPTS-API.md), which a relay from before them leaves out: the SDK still talks to such
+ * a relay, and checks `unread` by hand when it is there. Built by picking the other fields
+ * (whether or not the table's schema has `unread` yet) rather than with a zod import of the
+ * client's own, which would put a second copy of zod in the bundle (its ESM build beside
+ * the CommonJS one @duet/protocol's build requires: 0.8 MB more).
  */
-const StatusWithReceipts = StatusResponse.loose();
+const StatusFields = StatusResponse.pick(
+  Object.fromEntries(
+    Object.keys(StatusResponse.shape)
+      .filter((key) => key !== "unread")
+      .map((key) => [key, true]),
+  ) as never,
+);
+/** The same, keeping unknown fields, so that `unread` reaches statusOf. */
+const StatusWithReceipts = StatusFields.loose();
 /** A message id as the relay mints it: decimal digits. */
 const MESSAGE_ID = /^[0-9]{1,15}$/;
 /** A held call is answered within its wait plus a small margin; beyond this the connection is dead. */
@@ -270,7 +280,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
    * Rejects with DuetTimeoutError after timeoutMs (default 5 min), DuetAbortError when
    * signalled, DuetError not_found (with `ended`) when the room ends first.
    */
-  async waitForPeer(seat: SeatCredentials, options: WaitForPeerOptions = {}): Promise<StatusResponse> {
+  async waitForPeer(seat: SeatCredentials, options: WaitForPeerOptions = {}): Promise<Status> {
     const deadline = new Deadline(
       options.timeoutMs ?? DEFAULT_WAIT_FOR_PEER_MS,
       "Waiting for the peer to join",
@@ -364,9 +374,9 @@ function everyMessageAcked(ended: RoomEnding | undefined): boolean {
   return ended?.reason === "closed" || (ended?.reason === "force_closed" && ended.abandoned?.out === 0);
 }
 
-/** The status fields the table's schema knows (whether or not it has `unread` yet), with `unread` when it is a list of ids. */
+/** The status fields the SDK knows, with `unread` when it is a list of ids. */
 function statusOf(answer: Record<string, unknown>): Status {
-  const known: Status = StatusResponse.parse(answer);
+  const known = StatusFields.parse(answer) as Status;
   const { unread } = answer;
   return Array.isArray(unread) && unread.every((id) => typeof id === "string") ? { ...known, unread } : known;
 }
