@@ -12,7 +12,7 @@ const bundleDir = join(packageDir, "dist", "bundle");
 const outfile = join(bundleDir, "duet.cjs");
 const { version } = JSON.parse(readFileSync(join(packageDir, "package.json"), "utf8"));
 
-await build({
+const { metafile } = await build({
   entryPoints: [join(packageDir, "src", "cli", "main.ts")],
   outfile,
   bundle: true,
@@ -27,7 +27,23 @@ await build({
     js: `// duet CLI ${version}. Copyright the duet authors. Licensed under the Apache License 2.0 (Apache-2.0).`,
   },
   logLevel: "warning",
+  metafile: true,
 });
+// One copy of each dependency: a value import of "zod" in the client's own source resolves
+// to zod's ESM build beside the CommonJS one @duet/protocol's build requires (0.8 MB more).
+const zodBuilds = new Set(
+  Object.keys(metafile.inputs)
+    .filter((path) => /\/node_modules\/zod\//.test(path))
+    .map((path) => (path.endsWith(".cjs") ? "cjs" : "esm")),
+);
+if (zodBuilds.size > 1)
+  throw new Error(
+    "dist/bundle/duet.cjs holds zod twice (ESM and CommonJS): import only types from zod in packages/client/src",
+  );
+// The relay writes its base URL over this literal as it serves the file (src/cli/served.ts).
+const servedMarker = '"__DUET_SERVED_FROM__"';
+if (readFileSync(outfile, "utf8").split(servedMarker).length !== 2)
+  throw new Error(`dist/bundle/duet.cjs must hold ${servedMarker} exactly once (src/cli/served.ts)`);
 chmodSync(outfile, 0o755);
 copyFileSync(join(packageDir, "SKILL.md"), join(bundleDir, "SKILL.md"));
 const manifest = {

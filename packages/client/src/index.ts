@@ -1,5 +1,9 @@
 // @duet/client: the typed SDK of the duet relay (the CLI lives in ./cli).
-export * from "./client.js";
+export { DuetClient } from "./client.js";
+export { DEFAULT_BASE_URL } from "./transport.js";
+export { DuetE2eError } from "./encrypted-room.js";
+export type * from "./options.js";
+export type { SelftestOptions, SelftestReport } from "./selftest.js";
 export * from "./errors.js";
 export { E2eSession, newRoomKey, roomKeyInText, joinUrlWithKey, type E2eState, type E2eRejectReason } from "./e2e.js";
 export { extractRoomCode, type ExtractedRoom } from "./room-input.js";

@@ -1,24 +1,17 @@
 // Waiting with cancellation: sleeps that an AbortSignal cuts short, and the total-time
 // budget that every retrying flow of the SDK runs under.
+import { setTimeout as delay } from "node:timers/promises";
 import { DuetAbortError, DuetTimeoutError } from "./errors.js";
 
 /** Resolves after `ms`, or rejects with DuetAbortError as soon as `signal` fires. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(new DuetAbortError());
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(new DuetAbortError());
-    };
-    const timer = setTimeout(
-      () => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      },
-      Math.max(0, ms),
-    );
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
+export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  try {
+    await delay(Math.max(0, ms), undefined, { signal });
+  } catch (error) {
+    // node:timers/promises rejects with its AbortError; callers catch the SDK's.
+    if (signal?.aborted) throw new DuetAbortError(undefined, error);
+    throw error;
+  }
 }
 
 /** A total-time budget: how much is left, and an error naming what ran out of time. */

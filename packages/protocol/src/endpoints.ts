@@ -3,7 +3,7 @@
 // calls and the MCP tools are all derived from it. docs/endpoints.md says how to add one.
 import { z } from "zod";
 import type { ErrorCode } from "./errors.js";
-import { MAX_WAIT_MS } from "./limits.js";
+import { MAX_WAIT_MS, SELFTEST_TICKS, SELFTEST_TICK_MS } from "./limits.js";
 import * as S from "./schemas.js";
 
 export type HttpMethod = "GET" | "POST";
@@ -28,6 +28,8 @@ export interface EndpointSpec {
   input?: { in: "body" | "query"; schema: z.ZodObject; required: boolean };
   response: z.ZodType;
   responseDescription: string;
+  /** The call can also answer an event stream (text/event-stream or application/x-ndjson), as its description says. */
+  streams?: boolean;
   /** Every catalogue code the call can answer. */
   errors: ErrorCode[];
   /**
@@ -222,6 +224,26 @@ export const ENDPOINTS = {
       description: "Public totals of this relay: rooms, messages, bytes. No bodies, tokens or codes.",
       readOnly: true,
     },
+  }),
+  selftest: endpoint({
+    operationId: "selftest",
+    method: "GET",
+    path: "/v1/selftest",
+    summary: "Path self-test: does a long-poll survive its wait, do stream events arrive unbuffered?",
+    description:
+      `mode=longpoll (default) holds the answer for wait ms (default ${MAX_WAIT_MS}), as a waiting recv or status is held: ` +
+      "a proxy that cuts long requests answers an error or drops the connection first. " +
+      `mode=stream answers as GET /v1/stream does (the same headers and first byte; format=sse default, or ndjson): ${SELFTEST_TICKS} \`tick\` events {n, sent_at_ms}, ` +
+      `one every ${SELFTEST_TICK_MS / 1000} s, then \`end\` {ticks}. Ticks that arrive together rather than a second apart mean something between buffers streams: use long-poll recv there. ` +
+      'SSE: `event: tick` + `data: {...}`; ndjson: one line {"event":"tick","n","sent_at_ms"}. No token, no room: `duet doctor` runs both and advises.',
+    auth: "public",
+    room: false,
+    input: { in: "query", schema: S.SelftestQuery, required: false },
+    response: S.SelftestResponse,
+    streams: true,
+    responseDescription:
+      "mode=longpoll: held for the wait, then answered. (mode=stream: text/event-stream or application/x-ndjson.)",
+    errors: ["bad_request", "rate_limited", "internal"],
   }),
 } as const satisfies Record<string, EndpointSpec>;
 

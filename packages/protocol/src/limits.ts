@@ -35,3 +35,6 @@ export const PEER_ACTIVE_WINDOW_MS = 60_000;
 export const USER_AGENT = "duet/0.1";
 /** Version of the machine-readable description. */
 export const API_VERSION = "1.0.0";
+/** The self-test's stream (GET /v1/selftest?mode=stream): this many `tick` events, one every SELFTEST_TICK_MS. */
+export const SELFTEST_TICKS = 5;
+export const SELFTEST_TICK_MS = 1000;

@@ -32,8 +32,17 @@ function errorResponses(codes: ErrorCode[], withEnding = codes.includes("unautho
   return out;
 }
 
-const ok = (schema: Schema, description: string) => ({
-  "200": { description, content: { "application/json": { schema: responseSchema(schema) } } },
+/** The two forms of an event stream (GET /v1/stream, the self-test's stream mode). */
+const STREAM_CONTENT = {
+  "text/event-stream": { schema: { type: "string" } },
+  "application/x-ndjson": { schema: { type: "string" } },
+};
+
+const ok = (schema: Schema, description: string, streams = false) => ({
+  "200": {
+    description,
+    content: { "application/json": { schema: responseSchema(schema) }, ...(streams ? STREAM_CONTENT : {}) },
+  },
 });
 const queryParams = (schema: z.ZodObject) => {
   const json = requestSchema(schema) as { properties: Record<string, { description?: string }>; required?: string[] };
@@ -65,7 +74,7 @@ function operation(spec: EndpointSpec) {
     op.parameters = queryParams(spec.input.schema);
   }
   const responses: Record<string, { content: Record<string, unknown> }> = {
-    ...ok(spec.response, spec.responseDescription),
+    ...ok(spec.response, spec.responseDescription, spec.streams),
     ...(errorResponses(spec.errors) as Record<string, { content: Record<string, unknown> }>),
   };
   if (spec.page)
@@ -107,10 +116,7 @@ export function buildOpenApiDocument(serverUrl?: string) {
       responses: {
         "200": {
           description: "The stream.",
-          content: {
-            "text/event-stream": { schema: { type: "string" } },
-            "application/x-ndjson": { schema: { type: "string" } },
-          },
+          content: STREAM_CONTENT,
         },
         ...errorResponses([
           "bad_request",

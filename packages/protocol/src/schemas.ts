@@ -2,7 +2,7 @@
 // is typed by them, and the OpenAPI document is generated from them.
 import { z } from "zod";
 import { ERROR_CODES } from "./errors.js";
-import { MAX_ACK_IDS, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_WAIT_MS } from "./limits.js";
+import { MAX_ACK_IDS, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_WAIT_MS, SELFTEST_TICKS, SELFTEST_TICK_MS } from "./limits.js";
 import { normalizeRoomCode } from "./room-code.js";
 
 export const Seat = z.enum(["a", "b"]).describe('"a" is the opener\'s seat, "b" the joiner\'s.');
@@ -145,6 +145,18 @@ export const CloseRequest = z.strictObject({
   force: z.boolean().optional().describe("true abandons unacknowledged messages. Default false."),
 });
 
+export const SelftestQuery = z.strictObject({
+  mode: z
+    .enum(["longpoll", "stream"])
+    .optional()
+    .describe(
+      `longpoll (default): the answer is held for \`wait\` ms, as a waiting recv is; stream: ${SELFTEST_TICKS} \`tick\` events, ` +
+        `one every ${SELFTEST_TICK_MS / 1000} s, then \`end\`, with the push stream's headers.`,
+    ),
+  wait: WaitQuery.describe(`longpoll: milliseconds to hold the answer, 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}.`),
+  format: z.enum(["sse", "ndjson"]).optional().describe("stream: sse (default) or ndjson, as GET /v1/stream."),
+});
+
 export type JoinRequest = z.input<typeof JoinRequest>;
 export type SendRequest = z.input<typeof SendRequest>;
 export type AckRequest = z.input<typeof AckRequest>;
@@ -217,6 +229,12 @@ export const StatusResponse = z.object({
   e2e_note: E2eNote,
 });
 export const CloseResponse = z.object({ ok: z.literal(true) });
+export const SelftestResponse = z.object({
+  ok: z.literal(true),
+  mode: z.literal("longpoll"),
+  waited_ms: z.number().int().min(0).describe("How long the relay held the answer."),
+});
+
 export const StatsResponse = z.object({
   sessions: z.number().int().min(0).describe("Rooms opened since the store was created."),
   paired: z.number().int().min(0).describe("Rooms whose second seat was claimed."),
@@ -270,3 +288,4 @@ export type StatusResponse = z.infer<typeof StatusResponse>;
 export type ErrorResponse = z.infer<typeof ErrorResponse>;
 export type CloseResponse = z.infer<typeof CloseResponse>;
 export type StatsResponse = z.infer<typeof StatsResponse>;
+export type SelftestResponse = z.infer<typeof SelftestResponse>;

@@ -43,3 +43,15 @@ test("every tool input of the table is a strict object", () => {
       expect(spec.tool.input.safeParse({ code: "k7dq-3mxa-9z2f", surprise: 1 }).success).toBe(false);
   }
 });
+
+test("the self-test is public and answers JSON (longpoll) or an event stream (stream)", () => {
+  const op = (doc.paths["/v1/selftest"] as Record<string, Operation>).get!;
+  expect(op.security).toEqual([]);
+  const ok = op.responses["200"] as { content: Record<string, unknown> };
+  expect(Object.keys(ok.content).sort()).toEqual(["application/json", "application/x-ndjson", "text/event-stream"]);
+  const stream = (doc.paths["/v1/stream"] as Record<string, Operation>).get!;
+  expect(Object.keys((stream.responses["200"] as { content: object }).content).sort()).toEqual([
+    "application/x-ndjson",
+    "text/event-stream",
+  ]);
+});

@@ -25,6 +25,7 @@ import { MCP_PATH, mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
 import { ROOM_ENDPOINTS, dispatchRoomCalls, labelRoomPath, roomRoutes } from "./http/room-routes.js";
 import { apiHeaders, securityHeaders } from "./http/security-headers.js";
+import { selftestStream } from "./http/selftest.js";
 import { STATS_PAGE_REFRESH_SECONDS, STATS_PATH, renderStatsHtml, wantsStatsPage } from "./http/stats-page.js";
 import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
@@ -160,6 +161,8 @@ export function createApp(deps: AppDeps): DuetApp {
       );
     });
   });
+  // The self-test's stream mode answers an event stream; its longpoll mode is the table's route.
+  app.use(selftestStream(publicLimiter));
   app.use(rooms.router);
   app.use(streamRoute(streams));
 
@@ -219,7 +222,7 @@ export function createApp(deps: AppDeps): DuetApp {
       return void res.type("html").send(renderLandingHtml(settings));
     res.type("text/markdown; charset=utf-8").send(renderLandingMarkdown(settings));
   });
-  app.use(downloadRoutes(deps.publicDir ?? join(__dirname, "public"), publicLimiter));
+  app.use(downloadRoutes(deps.publicDir ?? join(__dirname, "public"), publicLimiter, baseUrl));
   app.get("/join/:code", async (req, res, next) => {
     const code = normalizeRoomCode(req.params.code);
     if (!code) return next(apiError("not_found", "This is not a duet room code."));

@@ -24,6 +24,8 @@ export interface RoomEntry {
   encrypted?: boolean;
   /** Encrypted rooms: the room key and this seat's sequence numbers. Secret like the token. */
   e2e?: E2eState;
+  /** The id of the last message this seat sent from this state file (`duet wait --read last`). */
+  lastSent?: string;
 }
 
 /** A room this state file held a seat in, after the relay said it was gone. No token. */

@@ -33,9 +33,12 @@ describe("the CLI bundle served by the relay", () => {
   const machine = (name: string) => {
     const dir = join(workDir, name);
     const env = { PATH: process.env.PATH!, HOME: dir, DUET_STATE_DIR: join(dir, "state") };
-    const duet = async (args: string[]) => {
+    const duet = async (args: string[], extraEnv: Record<string, string> = {}) => {
       try {
-        const { stdout, stderr } = await run(process.execPath, ["duet.cjs", ...args], { cwd: dir, env });
+        const { stdout, stderr } = await run(process.execPath, ["duet.cjs", ...args], {
+          cwd: dir,
+          env: { ...env, ...extraEnv },
+        });
         return { code: 0, stdout, stderr };
       } catch (error) {
         const failed = error as { code: number; stdout: string; stderr: string };
@@ -108,6 +111,26 @@ describe("the CLI bundle served by the relay", () => {
     });
   });
 
+  it("the downloaded CLI defaults to the relay it came from; DUET_URL and --base-url still choose another", async () => {
+    const carol = machine("carol");
+    await carol.download(`${relay.url}/v1/cli/duet.cjs`);
+    // No DUET_URL, no --base-url: the relay that served the file.
+    const opened = await carol.duet(["--json", "open"]);
+    expect(opened).toMatchObject({ code: 0 });
+    expect(JSON.parse(opened.stdout).join_url.startsWith(`${relay.url}/join/`)).toBe(true);
+    expect((await carol.duet(["--help"])).stdout).toContain(`${relay.url}, the relay this file came from`);
+    // DUET_URL wins over it (here an address where nothing listens: exit 3, network; open
+    // is not retried after a network error) ...
+    const elsewhere = await carol.duet(["--json", "open"], { DUET_URL: "http://127.0.0.1:9" });
+    expect(elsewhere.code).toBe(3);
+    expect(elsewhere.stderr).toContain("http://127.0.0.1:9");
+    // ... and --base-url over both.
+    expect(
+      await carol.duet(["--json", "--base-url", relay.url, "stats"], { DUET_URL: "http://127.0.0.1:9" }),
+    ).toMatchObject({ code: 0 });
+    expect(await carol.duet(["close"])).toMatchObject({ code: 0 });
+  });
+
   it("pnpm install-cli puts duet on PATH for a non-interactive shell, and --json output is clean JSON", async () => {
     const rootScripts = (
       JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> }
@@ -131,6 +154,10 @@ describe("the CLI bundle served by the relay", () => {
         env: { PATH: `${join(prefix, "bin")}:${process.env.PATH}`, HOME: home, DUET_STATE_DIR: join(home, "state") },
       });
     expect((await shell("duet --version")).stdout).toBe("0.1.0\n");
+    // Not downloaded from a relay: no relay of its own, the usual default.
+    expect((await shell("duet --help")).stdout).toContain(
+      "DUET_URL        relay base URL (default http://127.0.0.1:8080)",
+    );
     const stats = await shell(`duet --json --base-url ${relay.url} stats`);
     expect(JSON.parse(stats.stdout)).toEqual(
       expect.objectContaining({ sessions: expect.any(Number), rooms_open: expect.any(Number) }),

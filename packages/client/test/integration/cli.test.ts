@@ -260,7 +260,12 @@ describe("duet CLI, two agents through the real relay", () => {
     // timeout error are the timeout's doing (no wall-clock bound: one took 8.2 s under load).
     const quiet = await carol.run(["--json", "watch", "--count", "1", "--timeout", "800"]);
     expect(quiet.code).toBe(9);
-    expect(JSON.parse(quiet.stderr)).toMatchObject({ error: "timeout", exit_code: 9 });
+    // The --timeout ended it (not a long-poll's 25 s wait): watch says so in these words.
+    expect(JSON.parse(quiet.stderr)).toMatchObject({
+      error: "timeout",
+      exit_code: 9,
+      message: "Got 0 of 1 messages within 800 ms.",
+    });
     expect((await carol.run(["close"])).code).toBe(0);
     expect(lonely).toContain("duet room");
 

@@ -6,7 +6,7 @@ import { Writable } from "node:stream";
 import { ERROR_CODES } from "@duet/protocol";
 import { DuetError } from "../../src";
 import { CliError, EXIT, EXIT_CODES_HELP, exitCodeFor } from "../../src/cli/exit-codes";
-import { formatMessage } from "../../src/cli/program";
+import { formatMessage } from "../../src/cli/format";
 import { Spinner } from "../../src/cli/spinner";
 
 describe("formatMessage", () => {

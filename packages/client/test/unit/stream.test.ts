@@ -9,18 +9,24 @@ const json = (status: number, body: unknown) =>
 const seat = { code: "k7dq-3mxa-9z2f", token: "tok" };
 const m = (id: string, text = id) => ({ id, from: "b" as const, text });
 
-/** An NDJSON stream response: a first byte, then the lines, then (unless held) the end of the body. */
-function ndjson(lines: unknown[], options: { hold?: boolean; silent?: boolean } = {}): Response {
+/** An SSE stream response as the relay writes it: a first comment, then the events, then (unless held) the end of the body. */
+function sse(
+  events: Array<{ event: string } & Record<string, unknown>>,
+  options: { hold?: boolean; silent?: boolean } = {},
+): Response {
   const encoder = new TextEncoder();
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
       if (options.silent) return; // a buffering proxy: headers, then nothing
-      controller.enqueue(encoder.encode(" "));
-      for (const line of lines) controller.enqueue(encoder.encode(`${JSON.stringify(line)}\n`));
+      controller.enqueue(encoder.encode(": duet stream\n\n"));
+      for (const { event, ...data } of events) {
+        const id = event === "message" ? `id: ${data.id}\n` : "";
+        controller.enqueue(encoder.encode(`${id}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`));
+      }
       if (!options.hold) controller.close();
     },
   });
-  return new Response(body, { status: 200, headers: { "content-type": "application/x-ndjson; charset=utf-8" } });
+  return new Response(body, { status: 200, headers: { "content-type": "text/event-stream; charset=utf-8" } });
 }
 
 function scripted(script: Array<(url: URL, body: unknown) => Response | Promise<Response>>) {
@@ -37,12 +43,12 @@ function scripted(script: Array<(url: URL, body: unknown) => Response | Promise<
 }
 
 describe("receiveLoop on the push stream", () => {
-  it("hands each streamed message to the handler and acks it, asking for the NDJSON stream of the seat", async () => {
+  it("hands each streamed message to the handler and acks it, asking for the event stream of the seat", async () => {
     const urls: string[] = [];
     const { fetchImpl, log } = scripted([
       (url) => {
         urls.push(url.search);
-        return ndjson(
+        return sse(
           [
             { event: "message", ...m("1", "one") },
             { event: "message", ...m("2", "two") },
@@ -59,20 +65,20 @@ describe("receiveLoop on the push stream", () => {
     expect(result).toEqual({ handled: 2 });
     expect(texts).toEqual(["one", "two"]);
     expect(log).toEqual(["stream", "ack 1", "ack 2"]);
-    expect(urls[0]).toBe("?code=k7dq-3mxa-9z2f&format=ndjson");
+    expect(urls[0]).toBe("?code=k7dq-3mxa-9z2f");
   });
 
   it("reconnects after `end` shutdown and does not hand a message twice when the new stream sends it again", async () => {
     const { fetchImpl, log } = scripted([
       () =>
-        ndjson([
+        sse([
           { event: "message", ...m("1") },
           { event: "end", reason: "shutdown" },
         ]),
       () => json(200, { ok: true, acked: 1 }),
       // A stream opened before the ack landed may send the acked message once more.
       () =>
-        ndjson(
+        sse(
           [
             { event: "message", ...m("1") },
             { event: "message", ...m("2") },
@@ -89,14 +95,14 @@ describe("receiveLoop on the push stream", () => {
   });
 
   it("`end` gone means the room ended: rejects with not_found, like recv", async () => {
-    const { fetchImpl } = scripted([() => ndjson([{ event: "end", reason: "gone" }])]);
+    const { fetchImpl } = scripted([() => sse([{ event: "end", reason: "gone" }])]);
     const client = new DuetClient({ fetch: fetchImpl });
     await expect(client.receiveLoop(seat, () => undefined)).rejects.toMatchObject({ code: "not_found" });
   });
 
   it("falls back to long-poll when the stream sends nothing (a proxy buffering it)", async () => {
     const { fetchImpl, log } = scripted([
-      () => ndjson([], { silent: true }),
+      () => sse([], { silent: true }),
       () => json(200, { messages: [m("7", "by recv")] }),
       () => json(200, { ok: true, acked: 1 }),
     ]);
@@ -132,10 +138,52 @@ describe("receiveLoop on the push stream", () => {
     await expect(failure).rejects.toMatchObject({ code: "unauthorized", status: 401 });
   });
 
+  it("client.stream reads the event-stream format: events split across chunks, CRLF, heartbeats, unknown events", async () => {
+    const parts = [
+      ": duet stream\r\n\r\n",
+      'id: 1\r\nevent: message\r\ndata: {"id":"1","from":"b",',
+      '"text":"split"}\r\n',
+      "\r\n: hb\r\n\r\nevent: something-newer\r\ndata: {}\r\n\r\n",
+      'event: end\ndata: {"reason":"closed","ended":{"reason":"closed","by":"b","at":"2026-01-01T00:00:00.000Z"}}\n\n',
+    ];
+    const encoder = new TextEncoder();
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const part of parts) controller.enqueue(encoder.encode(part));
+        controller.close();
+      },
+    });
+    const { fetchImpl } = scripted([
+      () => new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }),
+    ]);
+    const events = [];
+    for await (const event of new DuetClient({ fetch: fetchImpl }).stream(seat)) events.push(event);
+    expect(events).toEqual([
+      { event: "open" },
+      { event: "message", message: m("1", "split") },
+      { event: "end", reason: "closed", ended: { reason: "closed", by: "b", at: "2026-01-01T00:00:00.000Z" } },
+    ]);
+  });
+
+  it("client.stream: data that is not JSON is invalid_response; a body that ends without `end` is a network error", async () => {
+    const client = (text: string) =>
+      new DuetClient({
+        fetch: scripted([() => new Response(text, { status: 200, headers: { "content-type": "text/event-stream" } })])
+          .fetchImpl,
+      });
+    const drain = async (c: DuetClient) => {
+      for await (const _ of c.stream(seat));
+    };
+    await expect(drain(client("event: message\ndata: not json\n\n"))).rejects.toMatchObject({
+      code: "invalid_response",
+    });
+    await expect(drain(client(": duet stream\n\n"))).rejects.toMatchObject({ code: "network" });
+  });
+
   it("client.stream yields open, the messages and the end", async () => {
     const { fetchImpl } = scripted([
       () =>
-        ndjson([
+        sse([
           { event: "message", ...m("1", "hi") },
           { event: "end", reason: "replaced" },
         ]),

@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { Router, type RequestHandler } from "express";
+import { type Request, Router, type RequestHandler } from "express";
 import { apiError } from "../errors.js";
 import { shellQuote } from "./shell.js";
 
@@ -22,6 +22,13 @@ const DOWNLOADS = {
 export const cliFetchCommand = (baseUrl: string, joinUrl: string) =>
   `curl -fsSO ${shellQuote(`${baseUrl}${CLI_PATH}`)} && node duet.cjs join ${shellQuote(joinUrl)}`;
 
+/**
+ * The string literal in the CLI bundle that this relay replaces with its base URL as it
+ * serves the file (packages/client/src/cli/served.ts): the CLI then defaults to the relay
+ * it came from. A bundle without it (built before) is served as it is.
+ */
+const SERVED_FROM_MARKER = '"__DUET_SERVED_FROM__"';
+
 // A deploy replaces the files and restarts the process, so a client may keep a copy for a
 // few minutes and then revalidate it cheaply with its ETag.
 const CACHE_CONTROL = "public, max-age=300";
@@ -29,19 +36,28 @@ const CACHE_CONTROL = "public, max-age=300";
 interface LoadedFile {
   body: Buffer;
   etag: string;
+  /** The CLI bundle: the bytes before and after SERVED_FROM_MARKER. */
+  around?: [Buffer, Buffer];
 }
 
-/** Serves DOWNLOADS from `publicDir`, read once on first request and then kept in memory. */
-export function downloadRoutes(publicDir: string, limiter: RequestHandler): Router {
+/**
+ * Serves DOWNLOADS from `publicDir`, read once on first request and then kept in memory. The
+ * CLI bundle carries `baseUrl(req)` (the relay's public URL, as in join_url) as its default relay.
+ */
+export function downloadRoutes(publicDir: string, limiter: RequestHandler, baseUrl: (req: Request) => string): Router {
   const router = Router();
   const loaded = new Map<string, Promise<LoadedFile>>();
   const load = (file: string): Promise<LoadedFile> => {
     let pending = loaded.get(file);
     if (!pending) {
-      pending = readFile(join(publicDir, file)).then((body) => ({
-        body,
-        etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 27)}"`,
-      }));
+      pending = readFile(join(publicDir, file)).then((body) => {
+        const at = file === DOWNLOADS[CLI_PATH].file ? body.indexOf(SERVED_FROM_MARKER) : -1;
+        return {
+          body,
+          etag: digest(body),
+          ...(at >= 0 ? { around: [body.subarray(0, at), body.subarray(at + SERVED_FROM_MARKER.length)] } : {}),
+        } as LoadedFile;
+      });
       // A failed read is not remembered: the file may appear later (a volume mounted late).
       pending.catch(() => loaded.delete(file));
       loaded.set(file, pending);
@@ -50,7 +66,7 @@ export function downloadRoutes(publicDir: string, limiter: RequestHandler): Rout
   };
 
   for (const [path, { file, type, what }] of Object.entries(DOWNLOADS)) {
-    router.get(path, limiter, async (_req, res, next) => {
+    router.get(path, limiter, async (req, res, next) => {
       let served: LoadedFile;
       try {
         served = await load(file);
@@ -62,10 +78,22 @@ export function downloadRoutes(publicDir: string, limiter: RequestHandler): Rout
           ),
         );
       }
-      res.set({ "Content-Type": type, "Cache-Control": CACHE_CONTROL, ETag: served.etag });
+      let { body, etag } = served;
+      if (served.around) {
+        // A JSON string is a JavaScript string literal: the URL cannot end the literal early.
+        const relay = Buffer.from(JSON.stringify(baseUrl(req)));
+        body = Buffer.concat([served.around[0], relay, served.around[1]]);
+        etag = `"${served.etag.slice(1, 17)}${digest(relay).slice(1, 12)}"`;
+      }
+      res.set({ "Content-Type": type, "Cache-Control": CACHE_CONTROL, ETag: etag });
       // req.fresh compares If-None-Match with the ETag just set; send() then answers 304.
-      res.send(served.body);
+      res.send(body);
     });
   }
   return router;
+}
+
+/** A quoted ETag: the first 162 bits of the SHA-256, base64url. */
+function digest(bytes: Buffer): string {
+  return `"${createHash("sha256").update(bytes).digest("base64url").slice(0, 27)}"`;
 }

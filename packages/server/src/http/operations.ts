@@ -20,6 +20,7 @@ import type { WaitingRecvs } from "../realtime/long-polls.js";
 import { digestText } from "../store/credentials.js";
 import type { InboxSnapshot, RoomStore, StoreTally } from "../store/room-store.js";
 import { E2E_NOTE, renderShareBlock } from "./join-page.js";
+import { selftestLongPoll } from "./selftest.js";
 
 export interface OperationDeps {
   store: RoomStore;
@@ -179,5 +180,7 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
         rooms_open: tally.roomsOpen,
       };
     },
+
+    selftest: selftestLongPoll,
   };
 }

@@ -116,6 +116,65 @@ describe("downloads: the CLI bundle and the skill", () => {
   });
 });
 
+describe("the served CLI defaults to the relay that served it", () => {
+  const BUNDLE = '#!/usr/bin/env node\nvar SERVED_FROM = "__DUET_SERVED_FROM__";\nconsole.log(SERVED_FROM);\n';
+  let bundleDir: string;
+  beforeAll(() => {
+    bundleDir = mkdtempSync(join(tmpdir(), "duet-public-served-"));
+    writeFileSync(join(bundleDir, "duet.cjs"), BUNDLE);
+    writeFileSync(join(bundleDir, "SKILL.md"), 'skill text with "__DUET_SERVED_FROM__" left alone\n');
+  });
+  afterAll(() => rmSync(bundleDir, { recursive: true, force: true }));
+
+  const served = (app: ReturnType<typeof appWith>, host?: string) => {
+    const call = request(app).get("/v1/cli/duet.cjs");
+    if (host) call.set("Host", host);
+    return call.buffer(true).parse((res, done) => {
+      let text = "";
+      res.on("data", (chunk: Buffer) => (text += chunk.toString()));
+      res.on("end", () => done(null, text));
+    });
+  };
+  const withoutPublicUrl = () =>
+    createApp({
+      config: loadConfig({ RATE_LIMIT_REQUESTS: "0", RATE_LIMIT_ROOMS: "0" }),
+      store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }),
+      logger: createLogger("silent"),
+      publicDir: bundleDir,
+    });
+
+  it("PUBLIC_URL when set, written as a JavaScript string where the bundle's marker was", async () => {
+    const reply = await served(appWith(bundleDir));
+    expect(reply.status).toBe(200);
+    expect(reply.body).toBe(BUNDLE.replace('"__DUET_SERVED_FROM__"', JSON.stringify(BASE)));
+    // Only the CLI: the skill is served as it is.
+    expect((await request(appWith(bundleDir)).get("/v1/skill.md")).text).toContain('"__DUET_SERVED_FROM__"');
+  });
+
+  it("else the address the request reached, as join_url has it; each with its own ETag, and 304 for it", async () => {
+    const app = withoutPublicUrl();
+    const one = await served(app, "relay-one.test:8080");
+    const two = await served(app, "relay-two.test");
+    expect(one.body).toContain('var SERVED_FROM = "http://relay-one.test:8080";');
+    expect(two.body).toContain('var SERVED_FROM = "http://relay-two.test";');
+    const opened = await request(app)
+      .post("/v1/open")
+      .set("Host", "relay-one.test:8080")
+      .set("User-Agent", "duet/0.1")
+      .send({});
+    expect(opened.body.join_url.startsWith("http://relay-one.test:8080/join/")).toBe(true);
+    expect(one.headers.etag).toMatch(/^"[\w-]+"$/);
+    expect(one.headers.etag).not.toBe(two.headers.etag);
+    const again = await request(app)
+      .get("/v1/cli/duet.cjs")
+      .set("Host", "relay-one.test:8080")
+      .set("If-None-Match", one.headers.etag!);
+    expect(again.status).toBe(304);
+    const elsewhere = await served(app, "relay-two.test").set("If-None-Match", one.headers.etag!);
+    expect(elsewhere.status).toBe(200);
+  });
+});
+
 describe("the share block, the join page and the recipe", () => {
   it("both say in one line how to get the CLI from this relay and join", async () => {
     const app = appWith(publicDir);
