@@ -47,7 +47,7 @@ const deployTests = step(
   "deploy-tests (topology through nginx, pnpm start, compose on Docker)",
   "pnpm --filter @duet/deploy-tests test",
 );
-const typecheck = step("typecheck", "pnpm -r --silent typecheck");
+const typecheck = step("typecheck", "pnpm -r typecheck");
 const lint = step("lint (Biome, deployment files, OpenAPI)", "pnpm -s lint");
 const prerequisites = (env = {}) => step("test prerequisites", "node infra/scripts/test-prerequisites.mjs", env);
 

@@ -149,7 +149,7 @@ describe.each([
 
 describe("the tool table of docs/mcp.md", () => {
   const rows = tableRows("docs/mcp.md", "| tool | arguments | returns |");
-  const tools = OPERATION_IDS.filter((id) => ENDPOINTS[id].tool !== undefined);
+  const tools = OPERATION_IDS.filter((id) => (ENDPOINTS[id] as EndpointSpec).tool !== undefined);
 
   it("has one row per tool, in the table's order, with its arguments and what it returns", () => {
     expect(rows.map(([tool]) => spans(tool!)[0])).toEqual(tools);
