@@ -9,8 +9,8 @@ export type RedisSettings = Pick<
   RedisConfig,
   "url" | "clusterNodes" | "sentinel" | "username" | "password" | "tls" | "commandTimeoutMs"
 > & {
-  /** A connection of its own for writes that WAIT for replicas (see RedisRoomStore). */
-  writeAckReplicas?: number;
+  /** A connection of its own for writes that WAIT for replicas (see write-ack.ts). */
+  writeAckReplicas?: number | "all";
 };
 
 export type RedisClient = Redis | Cluster;
@@ -110,7 +110,7 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
     commandTimeout: undefined,
     autoResubscribe: true,
   };
-  const writeAck = (settings.writeAckReplicas ?? 0) > 0;
+  const writeAck = (settings.writeAckReplicas ?? 0) !== 0;
   if (settings.clusterNodes) {
     const commands = new Cluster(settings.clusterNodes, clusterCommandOptions(settings));
     // A client of its own: sharded subscriptions on the command client lost wake-ups in
