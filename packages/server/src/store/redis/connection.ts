@@ -76,7 +76,7 @@ export interface RedisConnections {
    * behind it on the command connection.
    */
   acked?: RedisClient;
-  /** Stops the subscriber's heartbeat (see keepAlive). */
+  /** Stops the connections' heartbeats (see keepAlive). */
   stop(): void;
 }
 
@@ -134,15 +134,25 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
   // lost again before they are confirmed rejects them unhandled, which ends the process.
   const subscriber = make({ ...subscriberOptions, autoResubscribe: false });
   const acked = writeAck ? make(baseOptions(settings)) : undefined;
-  const stop = keepAlive(subscriber, { intervalMs: 1000, timeoutMs: settings.commandTimeoutMs });
+  // Every connection gets the heartbeat. The subscriber needs it to notice a hung master at
+  // all. The command and write-ack connections notice one through their command timeouts,
+  // but a command timeout does not drop the connection: after a partition the relay would
+  // wait for TCP's retransmission backoff (up to about as long again as the cut) before its
+  // first command got through; a new connection gets through as soon as the network heals.
+  const stops = [subscriber, commands, acked]
+    .filter((c): c is Redis => c !== undefined)
+    .map((c) => keepAlive(c, { intervalMs: 1000, timeoutMs: settings.commandTimeoutMs }));
+  const stop = () => {
+    for (const stopOne of stops) stopOne();
+  };
   return { commands, subscriber, acked, stop };
 }
 
 /**
- * A heartbeat for a connection that is otherwise idle (the subscriber). ioredis's command
- * timeout only runs while a command is outstanding, so a master that hangs (SIGSTOP, a
- * network partition) leaves an idle connection open forever and its wake-ups silently
- * stop. Every intervalMs: if the connection is ready, PING it; if no answer comes within
+ * A heartbeat for a connection. ioredis's command timeout only runs while a command is
+ * outstanding, so a master that hangs (SIGSTOP, a network partition) leaves an idle
+ * connection (the subscriber) open forever and its wake-ups silently stop; and a command
+ * that times out fails alone, leaving its connection to TCP's retransmission backoff. Every intervalMs: if the connection is ready, PING it; if no answer comes within
  * timeoutMs, or if it has been connecting for longer than that (a hung server accepts TCP
  * connections but never answers the ready check), drop it and reconnect (re-asking
  * Sentinel for the master). The wake-up bus then resubscribes and every waiter re-reads.
