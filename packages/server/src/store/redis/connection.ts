@@ -90,6 +90,9 @@ function clusterCommandOptions(settings: RedisSettings): ClusterOptions {
     // better than holding the request through a whole failover.
     retryDelayOnFailover: 200,
     maxRedirections: 16,
+    // A failover behind a partition sends no MOVED (the old master cannot be reached at
+    // all): the slot map is learnt by asking again, every second rather than every 5 s.
+    slotsRefreshInterval: 1000,
   };
 }
 
@@ -120,11 +123,22 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
       shardedSubscribers: true,
       redisOptions: subscriberOptions,
       clusterRetryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2000),
+      slotsRefreshInterval: 1000,
     });
     const acked = writeAck
       ? new Cluster(settings.clusterNodes, { ...clusterCommandOptions(settings), enableAutoPipelining: false })
       : undefined;
-    return { commands, subscriber, acked, stop: () => undefined };
+    // The heartbeat (below) on each master's command and write-ack connection, as on one Redis.
+    const stops: (() => void)[] = [];
+    for (const cluster of [commands, acked]) {
+      cluster?.on("+node", (node: Redis) =>
+        stops.push(keepAlive(node, { intervalMs: 1000, timeoutMs: settings.commandTimeoutMs })),
+      );
+    }
+    const stop = () => {
+      for (const stopOne of stops.splice(0)) stopOne();
+    };
+    return { commands, subscriber, acked, stop };
   }
   const make = (options: RedisOptions) =>
     settings.sentinel ? new Redis({ ...options, ...sentinelOptions(settings) }) : new Redis(settings.url!, options);
