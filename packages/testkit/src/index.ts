@@ -3,3 +3,5 @@ export * from "./ask.js";
 export * from "./redis-server.js";
 export * from "./redis-cluster.js";
 export * from "./redis-sentinel.js";
+export * from "./netns.js";
+export * from "./netns-redis.js";
