@@ -6,7 +6,9 @@
 //    it (SENTINEL FAILOVER, a master that wakes up), a change its other replica confirms
 //    still answers 503 during the grace: that replica is about to resync from the new
 //    master and drop it;
-//  - a replica that fails is waited for during the grace, then changes go on without it.
+//  - while WAITs fall short (a replica stopped), changes beyond what can answer in time are
+//    refused before they are sent, instead of queuing on the connection behind WAITs that
+//    each hold it for the whole timeout.
 import { hashSeatToken } from "../../src/store/credentials";
 import { spawnRedis, spawnSentinelTopology, type SpawnedRedis, type SpawnedSentinelTopology, ask } from "@duet/testkit";
 import { RedisWakeupBus } from "../../src/realtime/redis-wakeups";
@@ -158,5 +160,35 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
       if (Date.now() > deadline) throw new Error("the replica never came back");
     // Back: both are waited for again at once.
     await sendOk(room.code, room.token, "both again");
+  }, 60_000);
+
+  it("a stopped replica: a burst of changes is refused unsent, not queued behind WAITs that each take their whole timeout", async () => {
+    const room = await store.openRoom();
+    const peer = await store.joinRoom(room.code);
+    await sendOk(room.code, room.token, "both replicas");
+    const stopped = replicas[0]!;
+    stopped.process.kill("SIGSTOP");
+    try {
+      // The first change finds the replica silent: its WAIT falls short (503).
+      expect(await send(room.code, room.token, "finds it silent")).toMatchObject({ code: "unavailable" });
+      const burst = await Promise.all(Array.from({ length: 40 }, (_, i) => send(room.code, room.token, `burst ${i}`)));
+      expect(burst.every((r) => r instanceof Error && (r as { code?: string }).code === "unavailable")).toBe(true);
+    } finally {
+      stopped.process.kill("SIGCONT");
+    }
+    await sleep(1000);
+    // 1500 ms of operation timeout / 500 ms of WAIT timeout: three may have waited (and been
+    // stored), the rest were never sent. Queued instead, every one of them would have run,
+    // one per 500 ms, long after its caller had its 503.
+    // (The mailbox holds 8: the first two sends and up to 6 of the burst.)
+    let inbox;
+    for (let attempt = 0; !inbox; attempt++) {
+      inbox = await store.readInbox({ code: room.code, tokenHash: hashSeatToken(peer.token) }, false).catch((e) => {
+        if (attempt >= 20) throw e;
+        return sleep(250).then(() => undefined);
+      });
+    }
+    const stored = inbox.messages.filter((m) => m.text.startsWith("burst ")).length;
+    expect(stored).toBeLessThanOrEqual(3);
   }, 60_000);
 });

@@ -41,6 +41,18 @@ const baseOptions = (settings: RedisSettings): RedisOptions => ({
     : { username: settings.username, password: settings.password, tls: settings.tls ? {} : undefined }),
 });
 
+/**
+ * The write-ack connection: no command timeout of its own. The store's operation timeout
+ * answers the caller in time; the pipeline itself stays counted until Redis answers it, so
+ * that the write-ack path knows how many changes are really queued on the connection (see
+ * WriteAcknowledger.change). A connection to a master that stopped answering is dropped
+ * with the command connection (the heartbeat).
+ */
+const ackedOptions = (settings: RedisSettings): RedisOptions => ({
+  ...baseOptions(settings),
+  commandTimeout: undefined,
+});
+
 /** Options that make a Redis client find its master through Sentinel. */
 const sentinelOptions = (settings: RedisSettings): RedisOptions => {
   const sentinel = settings.sentinel!;
@@ -126,15 +138,27 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
       slotsRefreshInterval: 1000,
     });
     const acked = writeAck
-      ? new Cluster(settings.clusterNodes, { ...clusterCommandOptions(settings), enableAutoPipelining: false })
+      ? new Cluster(settings.clusterNodes, {
+          ...clusterCommandOptions(settings),
+          enableAutoPipelining: false,
+          redisOptions: ackedOptions(settings),
+        })
       : undefined;
-    // The heartbeat (below) on each master's command and write-ack connection, as on one Redis.
+    // The heartbeat (below) on each master's command connection, as on one Redis; when it
+    // drops one, the write-ack connection to the same master goes too.
     const stops: (() => void)[] = [];
-    for (const cluster of [commands, acked]) {
-      cluster?.on("+node", (node: Redis) =>
-        stops.push(keepAlive(node, { intervalMs: 1000, timeoutMs: settings.commandTimeoutMs })),
+    commands.on("+node", (node: Redis) => {
+      const address = `${node.options.host}:${node.options.port}`;
+      const sameMaster = () =>
+        acked?.nodes().find((other) => `${other.options.host}:${other.options.port}` === address);
+      stops.push(
+        keepAlive(node, {
+          intervalMs: 1000,
+          timeoutMs: settings.commandTimeoutMs,
+          onDrop: () => sameMaster()?.disconnect(true),
+        }),
       );
-    }
+    });
     const stop = () => {
       for (const stopOne of stops.splice(0)) stopOne();
     };
@@ -147,15 +171,20 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
   // ioredis's autoResubscribe sends them without handling their promises, and a connection
   // lost again before they are confirmed rejects them unhandled, which ends the process.
   const subscriber = make({ ...subscriberOptions, autoResubscribe: false });
-  const acked = writeAck ? make(baseOptions(settings)) : undefined;
-  // Every connection gets the heartbeat. The subscriber needs it to notice a hung master at
-  // all. The command and write-ack connections notice one through their command timeouts,
-  // but a command timeout does not drop the connection: after a partition the relay would
-  // wait for TCP's retransmission backoff (up to about as long again as the cut) before its
-  // first command got through; a new connection gets through as soon as the network heals.
-  const stops = [subscriber, commands, acked]
-    .filter((c): c is Redis => c !== undefined)
-    .map((c) => keepAlive(c, { intervalMs: 1000, timeoutMs: settings.commandTimeoutMs }));
+  const acked = writeAck ? make(ackedOptions(settings)) : undefined;
+  // The subscriber needs the heartbeat to notice a hung master at all. The command
+  // connection notices one through its command timeouts, but a command timeout does not
+  // drop the connection: after a partition the relay would wait for TCP's retransmission
+  // backoff (up to about as long again as the cut) before its first command got through; a
+  // new connection gets through as soon as the network heals. The write-ack connection is
+  // dropped with the command connection, not by a PING of its own: its WAITs legitimately
+  // hold it for up to REDIS_WRITE_ACK_TIMEOUT_MS each while a replica is missing, and a
+  // PING queued behind a few of them would drop a healthy connection.
+  const heartbeat = { intervalMs: 1000, timeoutMs: settings.commandTimeoutMs };
+  const stops = [
+    keepAlive(subscriber, heartbeat),
+    keepAlive(commands, { ...heartbeat, onDrop: () => acked?.disconnect(true) }),
+  ];
   const stop = () => {
     for (const stopOne of stops) stopOne();
   };
@@ -166,14 +195,16 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
  * A heartbeat for a connection. ioredis's command timeout only runs while a command is
  * outstanding, so a master that hangs (SIGSTOP, a network partition) leaves an idle
  * connection (the subscriber) open forever and its wake-ups silently stop; and a command
- * that times out fails alone, leaving its connection to TCP's retransmission backoff. Every intervalMs: if the connection is ready, PING it; if no answer comes within
+ * that times out fails alone, leaving its connection to TCP's retransmission backoff.
+ * Every intervalMs: if the connection is ready, PING it; if no answer comes within
  * timeoutMs, or if it has been connecting for longer than that (a hung server accepts TCP
  * connections but never answers the ready check), drop it and reconnect (re-asking
- * Sentinel for the master). The wake-up bus then resubscribes and every waiter re-reads.
+ * Sentinel for the master), and call onDrop. The wake-up bus then resubscribes and every
+ * waiter re-reads.
  */
 export function keepAlive(
   client: Redis,
-  { intervalMs, timeoutMs }: { intervalMs: number; timeoutMs: number },
+  { intervalMs, timeoutMs, onDrop }: { intervalMs: number; timeoutMs: number; onDrop?: () => void },
 ): () => void {
   let inFlight = false;
   let connectingSince: number | undefined;
@@ -184,6 +215,7 @@ export function keepAlive(
       if (Date.now() - connectingSince > timeoutMs) {
         connectingSince = undefined;
         client.disconnect(true);
+        onDrop?.();
       }
       return;
     }
@@ -192,7 +224,9 @@ export function keepAlive(
     inFlight = true;
     let answered = false;
     const deadline = setTimeout(() => {
-      if (!answered && client.status === "ready") client.disconnect(true);
+      if (answered || client.status !== "ready") return;
+      client.disconnect(true);
+      onDrop?.();
     }, timeoutMs);
     client
       .ping()

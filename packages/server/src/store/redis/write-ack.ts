@@ -26,6 +26,11 @@ export interface WriteAck {
   timeoutMs: number;
   /** "all": how long a replica that left the master still counts (default DETACH_GRACE_MS). */
   graceMs?: number;
+  /**
+   * How long a change may take in all (the store's operation timeout, REDIS_COMMAND_TIMEOUT_MS):
+   * bounds the changes queued behind WAITs that time out (see WriteAcknowledger.change).
+   */
+  operationTimeoutMs?: number;
 }
 
 /**
@@ -51,6 +56,16 @@ export function notReplicated(confirmed: number, wanted: number): ApiError {
   const error = apiError(
     "unavailable",
     `The change reached ${confirmed} of the ${wanted} Redis replica(s) it must reach in time; retry (a send with the same idempotency_key is stored once).`,
+  );
+  error.retryAfterSeconds = 1;
+  return error;
+}
+
+/** A change refused before it was sent: the replicas are not keeping up (nothing happened). */
+function replicasBehind(): ApiError {
+  const error = apiError(
+    "unavailable",
+    "Redis replicas are not confirming changes in time right now; retry (a send with the same idempotency_key is stored once).",
   );
   error.retryAfterSeconds = 1;
   return error;
@@ -181,8 +196,16 @@ type Arg = string | number;
 export class WriteAcknowledger {
   /** "all" only. */
   readonly count?: ReplicaCount;
+  /**
+   * Per master ("" on one Redis): changes sent and not yet answered, and whether the last
+   * answered WAIT fell short (then each WAIT holds the connection for the whole timeout).
+   */
+  private readonly queues = new Map<string, { outstanding: number; shortOfReplicas: boolean }>();
+  /** Changes that may wait behind WAITs falling short: as many as can still answer in time. */
+  private readonly queueLimit: number;
 
   constructor(readonly ack: WriteAck) {
+    this.queueLimit = Math.max(1, Math.floor((ack.operationTimeoutMs ?? 1500) / ack.timeoutMs));
     if (ack.replicas === "all") {
       this.count = new ReplicaCount(ack.graceMs);
       // A reconnect on one Redis may reach another master (Sentinel): learn its replicas
@@ -210,10 +233,33 @@ export class WriteAcknowledger {
     if (info !== undefined) count.observe(node, info);
   }
 
+  /**
+   * Redis runs one connection's commands in order, and a WAIT that falls short holds the
+   * connection for its whole timeout: while replicas are missing, changes queue behind
+   * each other at one per timeout, run long after their callers were told 503, and the
+   * queue outgrows any recovery. So while the last WAIT fell short, a change that would
+   * wait behind more of them than can answer within the operation timeout is refused at
+   * once (503, nothing sent: its retry is safe).
+   */
   async change<T>(name: ScriptName, args: Arg[]): Promise<T> {
+    const node = this.ack.client instanceof Cluster ? this.nodeFor(args[0]!) : "";
+    let queue = this.queues.get(node);
+    if (!queue) {
+      queue = { outstanding: 0, shortOfReplicas: false };
+      this.queues.set(node, queue);
+    }
+    if (queue.shortOfReplicas && queue.outstanding >= this.queueLimit) throw replicasBehind();
+    queue.outstanding++;
+    try {
+      return await this.send<T>(name, args, node, queue);
+    } finally {
+      queue.outstanding--;
+    }
+  }
+
+  private async send<T>(name: ScriptName, args: Arg[], node: string, queue: { shortOfReplicas: boolean }): Promise<T> {
     const { ack, count } = this;
     const script = scriptSource(name);
-    const node = count ? this.nodeFor(args[0]!) : "";
     if (count && !count.knows(node)) await this.learn(count, node);
     const asked = count ? count.expected(node) : (ack.replicas as number);
     const attempt = async (how: "evalsha" | "eval") => {
@@ -246,6 +292,7 @@ export class WriteAcknowledger {
       }
       throw scriptError;
     }
+    if (!waitError) queue.shortOfReplicas = Number(confirmed) < asked;
     // A refusal stored nothing that matters: answer it whatever WAIT says.
     if (refusedStatus(reply)) return reply as T;
     if (waitError) throw waitError;
