@@ -100,6 +100,8 @@ interface Topology {
   target(probeRoomCode?: string): Promise<string>;
   /** Hosts on the far side of the target: its replicas and sentinels (Sentinel), every other node (cluster). */
   othersThan(host: string): string[];
+  /** The hosts replicating from `host` now. */
+  replicasOf(host: string): Promise<string[]>;
   /** Before a cut of `host`: the function that waits until another node serves what `host` serves. */
   watchPromotion(host: string): Promise<(timeoutMs: number) => Promise<void>>;
   /** Waits until the topology is whole again (every master with its replicas). */
@@ -110,6 +112,10 @@ interface Topology {
 
 type Scenario = {
   name: string;
+  /** Only on this topology. */
+  only?: Topology["kind"];
+  /** Outside what write-ack promises (docs/high-availability.md): measured, not asserted. */
+  beyondPromise?: boolean;
   run(setup: Setup, topology: Topology): Promise<Marks>;
 };
 
@@ -151,6 +157,29 @@ const scenarios: Scenario[] = [
       const healAt = history.now();
       await net.heal();
       return { cutAt, healAt, affected: [0] };
+    },
+  },
+  {
+    // The limit of write-ack `all` (docs/high-availability.md): the old master keeps one
+    // replica on its side. Once the other replica's grace is over, the two of them
+    // acknowledge changes that the heal then throws away.
+    name: "master-and-replica-isolated",
+    only: "sentinel",
+    beyondPromise: true,
+    async run({ net, history, probeRooms }, topology) {
+      const master = await topology.target(probeRooms[0]!.code);
+      const [replica] = await topology.replicasOf(master);
+      if (!replica) throw new Error(`${master} has no replica`);
+      const promoted = await topology.watchPromotion(master);
+      const cutAt = history.now();
+      await net.cut([master, replica, "r0"], [...topology.othersThan(master).filter((h) => h !== replica), "r1"]);
+      await promoted(30_000);
+      const promotedAt = history.now();
+      // Past the grace of the replica the old master lost (its lag bound, 5 s, then 10 s).
+      await sleep(20_000);
+      const healAt = history.now();
+      await net.heal();
+      return { cutAt, healAt, promotedAt, affected: [0], majority: 1, minority: 0 };
     },
   },
   {
@@ -263,6 +292,7 @@ async function runScenario(
   const statuses = history.operations.map((o) => o.status);
   const figures = {
     scenario: scenario.name,
+    beyondPromise: scenario.beyondPromise === true,
     cutMs: Math.round(marks.healAt - marks.cutAt),
     acknowledgedSends: result.acknowledgedSends,
     lost: result.lost,
@@ -298,12 +328,12 @@ async function runScenario(
         .filter((l) => /"level":(50|60)/.test(l))
         .slice(0, 3),
     ),
-    probesAfterHeal:
+    /** DUET_PARTITION_LOGS=1: the probes from the cut on (relay, ms after the cut, answer). */
+    probeLog:
       process.env.DUET_PARTITION_LOGS === "1"
         ? probes
-            .filter((p) => p.startedAt > marks.healAt)
-            .map((p) => `${p.node} ${Math.round(p.startedAt - marks.healAt)} ${p.status}`)
-            .slice(0, 60)
+            .filter((p) => p.startedAt > marks.cutAt)
+            .map((p) => `${p.node} ${Math.round(p.startedAt - marks.cutAt)} ${p.status}`)
         : undefined,
     relayLogTail:
       process.env.DUET_PARTITION_LOGS === "1" ? relays.map((r) => r.logs().split("\n").slice(-40)) : undefined,
@@ -329,7 +359,7 @@ function expectScenario(figures: Figures, strict: boolean) {
   expect(figures.idsReused).toBe(0);
   expect(Number.isFinite(figures.healToServedMs)).toBe(true);
   if (figures.promotionToServedMs !== undefined) expect(Number.isFinite(figures.promotionToServedMs)).toBe(true);
-  if (strict) {
+  if (strict && !figures.beyondPromise) {
     // Write-ack on every replica: nothing acknowledged is lost, undone or stored twice.
     expect(figures.violationExamples).toEqual([]);
     expect(figures.lost).toBe(0);
@@ -360,7 +390,9 @@ async function runArm(
   try {
     for (const host of RELAYS) relays.push(await startNetRelay(net, host, relayEnv));
     const figures: Figures[] = [];
-    for (const scenario of scenarios.filter((s) => !ONLY || ONLY.includes(s.name)))
+    for (const scenario of scenarios.filter(
+      (s) => (!ONLY || ONLY.includes(s.name)) && (s.only === undefined || s.only === topology.kind),
+    ))
       figures.push(await runScenario(scenario, relays, net, topology, prefix));
     allFigures[`${topology.kind}-${arm}`] = figures;
     return figures;
@@ -395,6 +427,13 @@ describe("network partitions: Sentinel (master + 2 replicas + 3 sentinels)", () 
         return master;
       },
       othersThan: (host) => [...SENTINEL_DATA.filter((h) => h !== host), ...SENTINELS],
+      async replicasOf(host) {
+        const info = await sentinel.replication(host);
+        const addresses = Object.entries(info)
+          .filter(([k]) => /^slave\d+$/.test(k))
+          .map(([, v]) => /ip=([^,]+)/.exec(v)?.[1]);
+        return SENTINEL_DATA.filter((h) => addresses.includes(net.host(h).address));
+      },
       watchPromotion: async (host) => async (timeoutMs) => void (await sentinel.waitForNewMaster(host, timeoutMs)),
       waitWhole: (timeoutMs) => sentinel.waitForReplicas(2, timeoutMs),
       roomOn: (client, _host, _prefix, deadline) => openRoomWithRetry(client, deadline),
@@ -405,7 +444,8 @@ describe("network partitions: Sentinel (master + 2 replicas + 3 sentinels)", () 
     await net?.destroy();
   });
 
-  it.each(SOAK ? ["all", "0"] : ["all"])(
+  // `2` (every replica, a fixed count) in the soak, to compare with `all`.
+  it.each(SOAK ? ["all", "0", "2"] : ["all"])(
     "REDIS_WRITE_ACK_REPLICAS=%s through every scenario",
     async (writeAck) => {
       const figures = await runArm(`ack${writeAck}`, net, topology, { REDIS_WRITE_ACK_REPLICAS: writeAck });
@@ -447,6 +487,11 @@ describe("network partitions: Cluster (3 masters + 1 replica each)", () => {
           .sort((x, y) => (x.host < y.host ? -1 : 1))[0]!.host;
       },
       othersThan: (host) => CLUSTER_NODES.filter((h) => h !== host),
+      async replicasOf(host) {
+        const view = await cluster.view();
+        const id = view.find((n) => n.host === host && n.role === "master")?.id;
+        return view.filter((n) => n.role === "replica" && n.id === id).map((n) => n.host);
+      },
       async watchPromotion(host) {
         const view = await cluster.view();
         const id = view.find((n) => n.host === host && n.role === "master")?.id;
