@@ -139,7 +139,7 @@ const scenarios: Scenario[] = [
       const promoted = await topology.watchPromotion(master);
       const cutAt = history.now();
       await net.cut([master, "r0"], [...topology.othersThan(master), "r1"]);
-      await promoted(30_000);
+      await promoted(60_000);
       const promotedAt = history.now();
       // The minority side (the old master and r0) keeps taking writes meanwhile.
       await sleep(5000);
@@ -173,7 +173,7 @@ const scenarios: Scenario[] = [
       const promoted = await topology.watchPromotion(master);
       const cutAt = history.now();
       await net.cut([master, replica, "r0"], [...topology.othersThan(master).filter((h) => h !== replica), "r1"]);
-      await promoted(30_000);
+      await promoted(60_000);
       const promotedAt = history.now();
       // Past the grace of the replica the old master lost (its lag bound, 5 s, then 10 s).
       await sleep(20_000);
