@@ -25,9 +25,7 @@
 // LOG_LEVEL is at least info (a relay reports its port in its "listening" line).
 import { spawn, spawnSync } from "node:child_process";
 import {
-  accessSync,
   chmodSync,
-  constants,
   createWriteStream,
   existsSync,
   mkdirSync,
@@ -38,17 +36,23 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { delimiter, dirname, join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+// The built testkit: which(), the relay as a process (spawnRelay), Redis's INFO.
+const TESTKIT = join(ROOT, "packages/testkit/dist/index.js");
+const { redisInfo, spawnRelay, which } = await import(TESTKIT).catch(() => {
+  process.stderr.write(`topology: ${TESTKIT} is missing: run \`pnpm -r build\` first\n`);
+  process.exit(2);
+});
 const NGINX_CONF = join(ROOT, "infra/nginx/nginx.conf");
 // DUET_TOPOLOGY_SERVER: another entry point to run as the relay (e.g. a stub while debugging nginx).
 const SERVER_MAIN = resolve(process.env.DUET_TOPOLOGY_SERVER ?? join(ROOT, "packages/server/dist/main.js"));
 
-const args = parseArgs(process.argv.slice(2));
+const args = readArgs(process.argv.slice(2));
 const children = []; // { name, child, stopSignal }
 let dir;
 let stopping = false;
@@ -56,22 +60,29 @@ let stopping = false;
 const log = (msg, extra = {}) =>
   process.stderr.write(`[topology] ${msg}${Object.keys(extra).length ? ` ${JSON.stringify(extra)}` : ""}\n`);
 
-function parseArgs(argv) {
-  const out = { replicas: 3, port: 0, maxSeconds: 0, keep: false };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const next = () => {
-      const v = argv[++i];
-      if (v === undefined) usage(`${a} needs a value`);
-      return v;
-    };
-    if (a === "--replicas") out.replicas = Number(next());
-    else if (a === "--port") out.port = Number(next());
-    else if (a === "--max-seconds") out.maxSeconds = Number(next());
-    else if (a === "--keep") out.keep = true;
-    else if (a === "-h" || a === "--help") usage();
-    else usage(`unknown argument ${a}`);
+function readArgs(argv) {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        replicas: { type: "string", default: "3" },
+        port: { type: "string", default: "0" },
+        "max-seconds": { type: "string", default: "0" },
+        keep: { type: "boolean", default: false },
+        help: { type: "boolean", short: "h", default: false },
+      },
+    }));
+  } catch (err) {
+    usage(err.message);
   }
+  if (values.help) usage();
+  const out = {
+    replicas: Number(values.replicas),
+    port: Number(values.port),
+    maxSeconds: Number(values["max-seconds"]),
+    keep: values.keep,
+  };
   if (!Number.isInteger(out.replicas) || out.replicas < 1 || out.replicas > 16) usage("--replicas must be 1..16");
   if (!Number.isInteger(out.port) || out.port < 0 || out.port > 65535) usage("--port must be 0..65535");
   if (!(out.maxSeconds >= 0)) usage("--max-seconds must be >= 0");
@@ -83,19 +94,6 @@ function usage(problem) {
   process.stderr.write("usage: node infra/local/topology.mjs [--replicas N] [--port P] [--max-seconds S] [--keep]\n");
   process.exit(problem ? 2 : 0);
 }
-
-const which = (bin) =>
-  [...(process.env.PATH ?? "").split(delimiter), "/usr/sbin", "/usr/local/sbin", "/sbin"]
-    .filter(Boolean)
-    .map((d) => join(d, bin))
-    .find((p) => {
-      try {
-        accessSync(p, constants.X_OK);
-        return true;
-      } catch {
-        return false;
-      }
-    });
 
 /** Finds a binary, or says how to get it. */
 function requireBinary(bin, debPackage) {
@@ -114,28 +112,6 @@ function requireBinary(bin, debPackage) {
 const candidatePort = () => 20_000 + Math.floor(Math.random() * 12_000);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** The pid the redis-server on this port reports in INFO server, or undefined. */
-function redisPid(port) {
-  return new Promise((resolvePid) => {
-    const s = new Socket();
-    let reply = "";
-    const done = (pid) => {
-      s.destroy();
-      resolvePid(pid);
-    };
-    s.setTimeout(1000, () => done(undefined));
-    s.once("error", () => done(undefined));
-    s.once("close", () => done(undefined));
-    s.connect(port, "127.0.0.1", () => s.write("INFO server\r\n"));
-    s.on("data", (d) => {
-      reply += d.toString();
-      if (reply.startsWith("-")) return done(undefined);
-      const match = /\r\nprocess_id:(\d+)\r\n/.exec(reply);
-      if (match) done(Number(match[1]));
-    });
-  });
-}
 
 const exited = (child) => child.exitCode !== null || child.signalCode !== null;
 
@@ -163,7 +139,11 @@ function start(name, cmd, argv, { env = process.env, logFile, stdio, stopSignal 
     out = openSync(join(dir, logFile), "a");
     stdio = ["ignore", out, out];
   }
-  const child = spawn(cmd, argv, { env, stdio, cwd: dir });
+  return track(name, spawn(cmd, argv, { env, stdio, cwd: dir }), stopSignal);
+}
+
+/** Adds a child to those the topology stops; once `ready` is called, its exit stops the topology. */
+function track(name, child, stopSignal) {
   const entry = { name, child, stopSignal, ready: false };
   children.push(entry);
   child.once("exit", (code, signal) => {
@@ -225,57 +205,27 @@ async function startRedis(redisBin) {
       { logFile: "redis.log" },
     );
     // Ready only when the server on this port is the process we spawned.
-    await waitFor("redis-server", child, async () => (await redisPid(port)) === child.pid, 10_000);
+    await waitFor("redis-server", child, async () => Number((await redisInfo(port))?.process_id) === child.pid, 10_000);
     ready();
     return port;
   });
 }
 
-/** A relay on port 0: its own "listening" log line says which port it bound. */
+/** A relay on port 0: its own "listening" log line says which port it bound (testkit's spawnRelay). */
 async function startRelay(name, env) {
   const logStream = createWriteStream(join(dir, `${name}.log`), { flags: "a" });
-  const { child, ready } = start(name, process.execPath, [SERVER_MAIN], {
-    env: { ...env, HOST: "127.0.0.1", PORT: "0" },
-    stdio: ["ignore", "pipe", "pipe"],
+  const relay = await spawnRelay({
+    main: SERVER_MAIN,
+    env: { ...env, HOST: "127.0.0.1" },
+    cwd: dir,
+    keepOutput: false,
+    onOutput: (chunk) => logStream.write(chunk),
+  }).catch((err) => {
+    throw new Error(`${name}: ${err.message.split("\n")[0]}; its log is printed below`);
   });
-  child.stderr.pipe(logStream, { end: false });
-  const address = await new Promise((resolveAddress, reject) => {
-    let pending = "";
-    const timer = setTimeout(
-      () => reject(new Error(`${name} did not report its port in 20 s; its log is printed below`)),
-      20_000,
-    );
-    const onExit = (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`${name} exited (${code ?? signal}) while starting; its log is printed below`));
-    };
-    child.once("exit", onExit);
-    let found = false;
-    child.stdout.on("data", (chunk) => {
-      logStream.write(chunk);
-      if (found) return;
-      pending += chunk.toString();
-      const lines = pending.split("\n");
-      pending = lines.pop();
-      for (const line of lines) {
-        let entry;
-        try {
-          entry = JSON.parse(line);
-        } catch {
-          continue;
-        }
-        if (entry.msg === "listening" && typeof entry.url === "string") {
-          found = true;
-          clearTimeout(timer);
-          child.off("exit", onExit);
-          resolveAddress(new URL(entry.url).host);
-        }
-      }
-    });
-  });
-  ready();
-  const port = Number(address.split(":").pop());
-  return { name, port, address, pid: child.pid, child };
+  track(name, relay.child, "SIGTERM").ready();
+  const address = new URL(relay.url).host;
+  return { name, port: relay.port, address, pid: relay.child.pid, child: relay.child };
 }
 
 /** The relay at this address (which it reported itself) says it is ready. */

@@ -1,15 +1,23 @@
 #!/usr/bin/env node
 // duet: what `pnpm test` needs on the machine, installed only when missing.
 //
-//   node infra/scripts/test-prerequisites.mjs        (run by `pnpm test` before anything else)
+//   node infra/scripts/test-prerequisites.mjs        (run by `pnpm test` and `pnpm check` after the build)
 //
 // Checks every entry of PREREQUISITES. When all are present it prints one line. Each one
 // missing is installed with apt-get (Debian/Ubuntu, as root), saying so in one line; when
 // that is not possible (not root, no apt-get, DUET_NO_INSTALL=1) it says what to install
 // and exits 1 before any test runs. To add a prerequisite, add one entry.
 import { spawnSync } from "node:child_process";
-import { accessSync, constants, existsSync, rmSync, writeFileSync } from "node:fs";
-import { delimiter, join } from "node:path";
+import { existsSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+// which() from the built testkit (`pnpm test` and `pnpm check` build before they run this).
+const TESTKIT = join(resolve(dirname(fileURLToPath(import.meta.url)), "../.."), "packages/testkit/dist/index.js");
+const { which } = await import(TESTKIT).catch(() => {
+  process.stderr.write(`test prerequisites: ${TESTKIT} is missing: run \`pnpm -r build\` first\n`);
+  process.exit(2);
+});
 
 /**
  * name:    what the line says;
@@ -32,6 +40,13 @@ const PREREQUISITES = [
   },
   { name: "nginx", bin: "nginx", apt: ["nginx"], why: "the topology test puts nginx in front of three relays" },
   { name: "ss", bin: "ss", apt: ["iproute2"], why: "the listen-backlog test reads the relay's listening socket" },
+  {
+    name: "prometheus and promtool",
+    bin: "promtool",
+    apt: ["prometheus"],
+    why: "the metrics tests check /metrics with promtool and scrape a topology with Prometheus",
+    present: () => which("promtool") !== undefined && which("prometheus") !== undefined,
+  },
   // DUET_BROWSER_TESTS=off / DUET_COMPOSE_TEST=off leave those tests out, and so these.
   ...(process.env.DUET_BROWSER_TESTS === "off"
     ? []
@@ -57,20 +72,6 @@ const PREREQUISITES = [
         },
       ]),
 ];
-
-export function which(bin) {
-  return [...(process.env.PATH ?? "").split(delimiter), "/usr/sbin", "/usr/local/sbin", "/sbin"]
-    .filter(Boolean)
-    .map((dir) => join(dir, bin))
-    .find((path) => {
-      try {
-        accessSync(path, constants.X_OK);
-        return true;
-      } catch {
-        return false;
-      }
-    });
-}
 
 const isPresent = (p) => (p.present ? p.present() : which(p.bin) !== undefined);
 const say = (line) => process.stdout.write(`test prerequisites: ${line}\n`);

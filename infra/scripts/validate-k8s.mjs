@@ -4,14 +4,19 @@
 //  2. every manifest file validates against the Kubernetes schemas (kubernetes-models 4.5.1:
 //     types, enums, required fields) and, as an API server with strict field validation
 //     does (kubeconform --strict), rejects every field the API does not know (the models of
-//     the official client, @kubernetes/client-node, list each type's fields);
+//     the official client, @kubernetes/client-node, list each type's fields). The Prometheus
+//     Operator's PodMonitor validates against its CRD's schema
+//     (@kubernetes-models/prometheus-operator 4.4.4); that schema does not forbid other
+//     fields, so a field is unknown when a value of the wrong type passes for it;
 //  3. each kustomization renders with `kubectl kustomize` (offline; kubectl is required)
-//     and every rendered object validates too;
+//     and every rendered object validates too; a kustomize Component is rendered as part of
+//     overlays/example, the installation it is meant to be added to, and its PodMonitor
+//     must select the relay pods' labels and port;
 //  4. the relay's deployment rules hold on the rendered objects (probes, grace period,
 //     security context, Ingress timeouts and body size, no affinity, API versions).
 // Exit status 1 on any failure. Usage: node infra/scripts/validate-k8s.mjs [k8s-dir]
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
@@ -81,9 +86,60 @@ const modelName = (obj) => {
   return `${version[0].toUpperCase()}${version.slice(1)}${obj.kind}`;
 };
 
+/** The CRD kinds the manifests use: the Prometheus Operator's, from its models. */
+const CRD_MODELS = { "monitoring.coreos.com/v1": "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1" };
+
+/** A value of another type than `value`'s, that a field of `value`'s type must refuse. */
+const wrongTypeFor = (value) =>
+  Array.isArray(value) ? "not-an-array" : typeof value === "object" && value !== null ? 0.5 : [[0.5]];
+
+/**
+ * Paths of the fields of a custom resource its schema does not describe: the CRD schema does
+ * not forbid other fields (the API server prunes them), so each field is given a value of the
+ * wrong type, and a field for which the model still validates is one it does not know.
+ */
+function unknownCrdFields(Model, obj) {
+  const out = [];
+  const visit = (value, path) => {
+    if (typeof value !== "object" || value === null) return;
+    for (const [key, child] of Array.isArray(value) ? value.entries() : Object.entries(value)) {
+      const probe = structuredClone(obj);
+      let at = probe;
+      for (const step of path) at = at[step];
+      at[key] = wrongTypeFor(child);
+      let accepted = true;
+      try {
+        new Model(probe).validate();
+      } catch {
+        accepted = false;
+      }
+      if (accepted && !Array.isArray(value)) out.push([...path, key].join("."));
+      else visit(child, [...path, key]);
+    }
+  };
+  visit(obj.spec, ["spec"]);
+  return out;
+}
+
 async function validateObject(obj, where) {
   const id = `${where}: ${obj.apiVersion} ${obj.kind}/${obj.metadata?.name}`;
   if (!obj.apiVersion || !obj.kind) return fail(`${where}: object without apiVersion/kind`);
+  if (CRD_MODELS[obj.apiVersion]) {
+    let Model;
+    try {
+      Model = (await import(`${CRD_MODELS[obj.apiVersion]}/${obj.kind}`))[obj.kind];
+    } catch {
+      return fail(`${id}: unknown kind in ${obj.apiVersion}`);
+    }
+    try {
+      new Model(obj).validate();
+    } catch (e) {
+      return fail(`${id}: ${e.message}`);
+    }
+    const unknown = unknownCrdFields(Model, obj);
+    if (unknown.length) return fail(`${id}: unknown field(s) ${unknown.join(", ")}`);
+    return ok(id);
+  }
   let Model;
   try {
     Model = (await import(`kubernetes-models/${obj.apiVersion}/${obj.kind}`))[obj.kind];
@@ -132,31 +188,49 @@ for (const file of yamlFiles.filter((f) => !isKustomization(f))) {
   for (const obj of parseYaml(readFileSync(file, "utf8"), rel(file))) await validateObject(obj, rel(file));
 }
 
-// 3. Rendered kustomizations.
+// 3. Rendered kustomizations. A Component is rendered inside overlays/example: kustomize
+// reads only relative paths, so through a kustomization written next to the overlays.
 const kubectl = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" });
 const rendered = new Map(); // dir -> objects
+const isComponent = (file) => parseYaml(readFileSync(file, "utf8"), rel(file))[0]?.kind === "Component";
+const scratch = [];
 if (kubectl.status !== 0) {
   fail(
     "kubectl not found: it renders the kustomizations (`kubectl kustomize`); install it (Debian: kubernetes-client)",
   );
 } else {
   for (const file of kustomizations) {
-    const dir = dirname(file);
+    let dir = dirname(file);
+    if (isComponent(file)) {
+      // As an installation adds it: its overlay, with the overlay's namespace, plus the component.
+      const example = join(K8S, "overlays/example");
+      const namespace = parseYaml(readFileSync(join(example, "kustomization.yaml"), "utf8"), rel(example))[0]
+        ?.namespace;
+      const host = mkdtempSync(join(K8S, "overlays", ".render-"));
+      scratch.push(host);
+      writeFileSync(
+        join(host, "kustomization.yaml"),
+        `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: ${namespace}\nresources:\n  - ../example\ncomponents:\n  - ${relative(host, dir)}\n`,
+      );
+      dir = host;
+    }
     const out = spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8", timeout: 60_000 });
     if (out.status !== 0) {
       fail(`kubectl kustomize ${rel(dir)}: ${out.stderr.trim()}`);
       continue;
     }
-    const objects = parseYaml(out.stdout, `render ${rel(dir)}`);
-    rendered.set(dir, objects);
-    for (const obj of objects) await validateObject(obj, `render ${rel(dir)}`);
+    const name = dir === dirname(file) ? rel(dir) : `${rel(join(K8S, "overlays/example"))} + ${rel(dirname(file))}`;
+    const objects = parseYaml(out.stdout, `render ${name}`);
+    rendered.set(name, objects);
+    for (const obj of objects) await validateObject(obj, `render ${name}`);
   }
 }
+for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
 
 // 4. Rules for the relay, on every rendering (or on the base files without kubectl).
 const limits = readLimits(ROOT);
 const sets = rendered.size
-  ? [...rendered.entries()].map(([dir, objects]) => [`render ${rel(dir)}`, objects])
+  ? [...rendered.entries()].map(([name, objects]) => [`render ${name}`, objects])
   : [
       [
         rel(join(K8S, "base")),
@@ -274,6 +348,26 @@ for (const [where, objects] of sets) {
     `Ingress proxy-body-size ${body} bytes > relay body limit ${limits.MAX_BODY_BYTES}`,
   );
   check(!Object.keys(ann).some((k) => /affinity|upstream-hash-by/.test(k)), "Ingress without affinity or hashing");
+
+  // A PodMonitor (the Prometheus Operator's) must find the relay pods on their http port.
+  for (const monitor of objects.filter((o) => o.kind === "PodMonitor")) {
+    const podLabels = deploy.spec.template.metadata.labels ?? {};
+    const selects = Object.entries(monitor.spec.selector?.matchLabels ?? {});
+    check(
+      selects.length > 0 && selects.every(([k, v]) => podLabels[k] === v),
+      `PodMonitor ${monitor.metadata.name} selects the relay pods (${selects.map(([k, v]) => `${k}=${v}`).join(",")})`,
+    );
+    check(
+      monitor.spec.podMetricsEndpoints.every(
+        (e) => ports.some((p) => p.name === e.port) && (e.path ?? "/metrics") === "/metrics",
+      ),
+      `PodMonitor ${monitor.metadata.name} scrapes /metrics on a named container port of the relay`,
+    );
+    check(
+      monitor.metadata.namespace === deploy.metadata.namespace,
+      `PodMonitor ${monitor.metadata.name} is in the relay's namespace (${deploy.metadata.namespace})`,
+    );
+  }
 
   const policy = find("NetworkPolicy");
   const redisSelector = policy?.spec?.podSelector?.matchLabels?.["app.kubernetes.io/name"];

@@ -1,5 +1,6 @@
-// Jest for @duet/client: unit tests, and end-to-end tests against the real server (built
-// by the global setup when its dist is missing or older than its sources).
+// Jest for @duet/client: unit tests (test/unit/), and integration tests (test/integration/)
+// against the real server and the built CLI (built by the global setup when a source is
+// newer than the build).
 module.exports = {
   testEnvironment: "node",
   // Quiet when everything passes; a failing file prints all it would by default. Not

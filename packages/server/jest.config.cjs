@@ -13,6 +13,8 @@ module.exports = {
     ...(process.env.DUET_BROWSER_TESTS === "off" ? ["<rootDir>/test/browser/"] : []),
     // The partition test needs root (network namespaces); DUET_NETNS_TESTS=off leaves it out.
     ...(process.env.DUET_NETNS_TESTS === "off" ? ["<rootDir>/test/reliability/network-partitions"] : []),
+    // The official MCP conformance suite needs Node >= 22: it runs in the Node 24 pass.
+    ...(Number(process.versions.node.split(".")[0]) < 22 ? ["<rootDir>/test/mcp-conformance/"] : []),
   ],
   transform: {
     "^.+\\.ts$": [
@@ -24,6 +26,9 @@ module.exports = {
     "^@duet/testkit$": "<rootDir>/../testkit/src/index.ts", // shared fixtures, from source
     "^(\\.{1,2}/.*)\\.js$": "$1", // NodeNext source imports "./app.js"
   },
+  // The global setup starts only the Redis fixtures the selected files need: the sequencer
+  // tells it which files those are (DUET_TARGETS narrows the behaviour suite's targets).
+  testSequencer: "<rootDir>/../testkit/jest-sequencer.cjs",
   globalSetup: "<rootDir>/test/support/global-setup.ts",
   globalTeardown: "<rootDir>/test/support/global-teardown.ts",
   testTimeout: 30_000,

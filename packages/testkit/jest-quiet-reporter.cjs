@@ -5,10 +5,14 @@
 //
 //   reporters: ["<rootDir>/../testkit/jest-quiet-reporter.cjs"], verbose: false
 //
+// A long run shows where it is: on a terminal, a status line (files done, the files running,
+// seconds so far) that redraws itself; elsewhere (CI logs), a line every 30 s once the run
+// has lasted that long.
+//
 // DUET_FIGURES=1 also prints the `FIGURES <name> {json}` lines the reliability tests log
 // (the measured numbers behind the README's reliability section), from passing files too.
 // `npx jest --reporters=default` shows the usual per-file output.
-const { relative } = require("node:path");
+const { basename, relative } = require("node:path");
 
 const FIGURES = process.env.DUET_FIGURES === "1";
 
@@ -27,23 +31,49 @@ function consoleText(entries) {
     .join("\n");
 }
 
+/** Seconds between two progress lines in a log (not a terminal). */
+const LOG_PROGRESS_SECONDS = 30;
+
 class QuietReporter {
   constructor(globalConfig) {
     this.rootDir = globalConfig.rootDir;
+    this.name = basename(globalConfig.rootDir);
     this.tty = Boolean(process.stderr.isTTY);
     this.done = 0;
     this.total = 0;
+    this.running = new Set();
+    this.started = Date.now();
+    this.timer = undefined;
   }
 
   onRunStart(results) {
     this.total = results.numTotalTestSuites;
+    this.started = Date.now();
+    const every = this.tty ? 1000 : LOG_PROGRESS_SECONDS * 1000;
+    this.timer = setInterval(() => this.progress(), every);
+    this.timer.unref();
+  }
+
+  onTestFileStart(test) {
+    this.running.add(relative(this.rootDir, test.path));
+    if (this.tty) this.progress();
+  }
+
+  /** Where the run is: files done of all, what is running, seconds so far. */
+  progress() {
+    const seconds = Math.round((Date.now() - this.started) / 1000);
+    const running = [...this.running].join(", ");
+    const line = `${this.name}: ${this.done}/${this.total} files, ${seconds} s${running ? `; running ${running}` : ""}`;
+    if (this.tty) process.stderr.write(`\r\x1b[K${line.slice(0, (process.stderr.columns || 100) - 1)}`);
+    else process.stderr.write(`${line}\n`);
   }
 
   onTestResult(_test, result) {
     this.done++;
     const path = relative(this.rootDir, result.testFilePath);
+    this.running.delete(path);
     const failed = result.numFailingTests > 0 || result.testExecError !== undefined || Boolean(result.failureMessage);
-    if (this.tty) process.stderr.write(`\r\x1b[K[${this.done}/${this.total}] ${path}`);
+    if (this.tty) this.progress();
     let out = "";
     if (failed) {
       out += `FAIL ${path}\n`;
@@ -60,6 +90,7 @@ class QuietReporter {
   }
 
   onRunComplete(_contexts, results) {
+    clearInterval(this.timer);
     if (this.tty) process.stderr.write("\r\x1b[K");
     const seconds = ((Date.now() - results.startTime) / 1000).toFixed(1);
     const failedFiles = results.testResults.filter(

@@ -117,6 +117,7 @@ export function duetEnv(redisUrl: string, extra: Record<string, string> = {}): R
     REDIS_KEY_PREFIX: "duet:",
     RATE_LIMIT_REQUESTS: "0",
     RATE_LIMIT_ROOMS: "0",
+    ROOMS_PER_IP: "0",
     SHUTDOWN_DRAIN_SECONDS: "1",
     LOG_LEVEL: "info",
     ...extra,

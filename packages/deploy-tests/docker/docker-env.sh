@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Docker side of the compose test: a real engine, Compose v2, and local stand-ins for
-# the three public base images, made without Docker Hub (which these machines cannot
+# the public images it runs, made without Docker Hub (which these machines cannot
 # reach). Test fixtures only: users build and run with the real images.
 #
 #   docker-env.sh ensure   engine (docker.io installed when missing, dockerd started when
@@ -23,6 +23,11 @@
 #   redis:7-alpine     Debian's redis-server 7.0, with the official entrypoint's behaviour
 #                      (protected mode off without a config file, runs as user redis, /data)
 #   nginx:1.27-alpine  Debian's nginx, plus wget (the compose health check) and /var/cache/nginx
+#   prom/prometheus:v3.5.0  Debian's prometheus 2.42 (the monitoring profile), laid out as the
+#                      official image (entrypoint /bin/prometheus, data in /prometheus, user
+#                      nobody), plus wget (the health check)
+# grafana/grafana (the grafana profile) has no Debian package: no stand-in, and the compose
+# test does not start that profile.
 # Registry traffic here passes a TLS-inspecting proxy: the node stand-in trusts this
 # machine's CA bundle (NODE_EXTRA_CA_CERTS), so the unchanged Dockerfile can run pnpm.
 set -euo pipefail
@@ -159,6 +164,7 @@ case "${1:-}" in
     ensure_node
     ensure_simple redis:7-alpine redis.Dockerfile redis-entrypoint.sh
     ensure_simple nginx:1.27-alpine nginx.Dockerfile
+    ensure_simple prom/prometheus:v3.5.0 prometheus.Dockerfile
     ;;
   stop)
     exec 9>"$LOCK"
@@ -181,7 +187,7 @@ case "${1:-}" in
     fi
     ;;
   remove-standins)
-    for i in node:24-slim redis:7-alpine nginx:1.27-alpine; do
+    for i in node:24-slim redis:7-alpine nginx:1.27-alpine prom/prometheus:v3.5.0; do
       st=0; image_state "$i" || st=$?
       [ $st = 2 ] || docker image rm -f "$i" >/dev/null 2>&1 || true
     done

@@ -1,6 +1,7 @@
-// The container path for real: the repository's own docker-compose.yml, built and started
-// on a real Docker engine (`docker compose up --build --wait`), then used through nginx on
-// the published loopback port as an operator and an agent would. The base images are local
+// The container path for real: the repository's own docker-compose.yml with its monitoring
+// profile, built and started on a real Docker engine (`docker compose --profile monitoring
+// up --build --wait`), then used through nginx on the published loopback port as an
+// operator and an agent would, and watched through the profile's Prometheus. The base images are local
 // stand-ins where Docker Hub is out of reach (docker/docker-env.sh; same names, test-only).
 //
 // One compose project per run (its own name, volume, image tag and an ephemeral host port);
@@ -11,15 +12,22 @@ import { execFile } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { DuetClient, type SeatCredentials, type WaitEvent } from "@duet/client";
-import { USER_AGENT } from "@duet/protocol";
+import { ERROR_CODES, USER_AGENT } from "@duet/protocol";
 import { figures } from "./support/figures";
 
 const run = promisify(execFile);
 const ROOT = resolve(__dirname, "../../..");
 const PROJECT = `duet-test-${process.pid}`;
 const IMAGE = `duet-relay:test-${process.pid}`;
-const ENV = { ...process.env, DUET_PORT: "0", DUET_IMAGE: IMAGE, COMPOSE_PROGRESS: "quiet" };
-const COMPOSE = ["compose", "-p", PROJECT, "-f", "docker-compose.yml"];
+const ENV = {
+  ...process.env,
+  DUET_PORT: "0",
+  DUET_PROMETHEUS_PORT: "0",
+  DUET_IMAGE: IMAGE,
+  COMPOSE_PROGRESS: "quiet",
+};
+// With the monitoring profile: Prometheus beside the stack, as docs/metrics.md tells operators.
+const COMPOSE = ["compose", "-p", PROJECT, "-f", "docker-compose.yml", "--profile", "monitoring"];
 const RELAYS = ["relay-1", "relay-2", "relay-3"] as const;
 
 /** Every secret and text this file sends: none may appear in any container's log. */
@@ -163,6 +171,35 @@ test("a whole exchange through nginx on the published port", async () => {
   // nginx does not route /metrics; each relay serves it on its own port.
   expect((await fetch(`${baseUrl}/metrics`, { headers: { "user-agent": USER_AGENT } })).status).toBe(404);
 }, 60_000);
+
+test("the monitoring profile: Prometheus finds every relay by DNS and scrapes its /metrics", async () => {
+  const prometheus = `http://${(await compose(["port", "prometheus", "9090"])).trim()}`;
+  const query = async (expr: string) => {
+    const reply = (await (
+      await fetch(`${prometheus}/api/v1/query?${new URLSearchParams({ query: expr })}`)
+    ).json()) as { status: string; data: { result: { metric: Record<string, string>; value: [number, string] }[] } };
+    expect(reply.status).toBe("success");
+    return reply.data.result.map((r) => ({ metric: r.metric, value: Number(r.value[1]) }));
+  };
+  // The relays' addresses on the compose network, as Docker's DNS gives them for "relay".
+  const addresses = await Promise.all(
+    RELAYS.map(async (relay) => {
+      const networks = (await inspect(await containerOf(relay))).NetworkSettings.Networks;
+      return `${(Object.values(networks)[0] as { IPAddress: string }).IPAddress}:8080`;
+    }),
+  );
+  // The first scrapes come within one scrape interval (10 s); the deadline only guards a hang.
+  let up: { metric: Record<string, string>; value: number }[] = [];
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 1000))) {
+    up = await query('up{job="duet"}');
+    if (up.length === 3 && up.every((s) => s.value === 1)) break;
+  }
+  expect(Object.fromEntries(up.map((s) => [s.metric.instance, s.value]))).toEqual(
+    Object.fromEntries(addresses.map((a) => [a, 1])),
+  );
+  // What the dashboard reads is there: every error code of every relay, from start-up.
+  expect((await query('count(duet_errors_total{job="duet"})')).map((s) => s.value)).toEqual([3 * ERROR_CODES.length]);
+}, 90_000);
 
 test("a recv waiting on relay-1 is woken by a send through relay-2 (Redis pub/sub between containers)", async () => {
   const { a, b } = await openPair();

@@ -35,6 +35,8 @@ export interface EndpointSpec {
    * for tools when the wire form differs (a query's numbers are strings on the wire).
    */
   tool?: { title: string; description: string; input?: z.ZodObject; readOnly: boolean };
+  /** A client whose Accept prefers text/html gets a page instead (its 200, and its 503 while the store is down). */
+  page?: true;
 }
 
 const endpoint = <const E extends EndpointSpec>(spec: E) => spec;
@@ -52,7 +54,7 @@ export const ENDPOINTS = {
     input: { in: "body", schema: S.OpenRequest, required: false },
     response: S.OpenResponse,
     responseDescription: "The room, your seat and its token, and the share block.",
-    errors: COMMON,
+    errors: [...COMMON, "too_many_rooms", "insufficient_storage"],
     tool: {
       title: "Open a duet room",
       description:
@@ -91,7 +93,7 @@ export const ENDPOINTS = {
     input: { in: "body", schema: S.SendRequest, required: true },
     response: S.SendResponse,
     responseDescription: "Accepted (not yet read). The same idempotency_key and text give the same id.",
-    errors: [...AUTHED, "too_large", "e2e_required", "idempotency_conflict", "mailbox_full"],
+    errors: [...AUTHED, "too_large", "e2e_required", "idempotency_conflict", "mailbox_full", "insufficient_storage"],
     tool: {
       title: "Send a text to the peer",
       description:
@@ -199,10 +201,13 @@ export const ENDPOINTS = {
     method: "GET",
     path: "/v1/stats",
     summary: "Public tally: totals since the store was created",
+    description:
+      "A client whose Accept prefers text/html (a browser) gets the same figures as a page that reloads itself; any other Accept gets this JSON.",
     auth: "public",
     room: false,
     response: S.StatsResponse,
     responseDescription: "Counts only: no bodies, no tokens, no codes.",
+    page: true,
     errors: ["rate_limited", "unavailable", "internal"],
     tool: {
       title: "Relay statistics",

@@ -55,6 +55,16 @@ export const ERRORS = {
     message: "Too many requests from this address.",
     remedy: "Wait Retry-After seconds, then retry the same call (same idempotency_key on send).",
   },
+  too_many_rooms: {
+    status: 429,
+    message: "This address already holds as many open rooms as it may.",
+    remedy: "Close rooms you no longer use, or open again after Retry-After seconds, when the oldest has ended.",
+  },
+  insufficient_storage: {
+    status: 507,
+    message: "The relay holds all the rooms and text it can right now.",
+    remedy: "Retry after Retry-After seconds; on send reuse the idempotency_key.",
+  },
   internal: {
     status: 500,
     message: "The relay failed unexpectedly.",

@@ -13,6 +13,16 @@ export const MAX_PENDING_BYTES = 2_097_152;
  * other fields. Larger bodies get 400 too_large.
  */
 export const MAX_BODY_BYTES = 13 * 1024 * 1024;
+/**
+ * Most fields and array items a body may hold, in all and at every depth (counted as
+ * containers plus commas). Every legal body holds a few dozen at most; the bound keeps the
+ * cost of parsing and validating any body within a few tens of milliseconds.
+ */
+export const MAX_BODY_ITEMS = 1024;
+/** Deepest nesting of objects and arrays in a body. */
+export const MAX_BODY_DEPTH = 32;
+/** Most bytes of a body outside its strings (numbers, literals, punctuation; a whitespace run counts one). */
+export const MAX_BODY_STRUCTURE_BYTES = 64 * 1024;
 /** Longest and default recv wait, in milliseconds. */
 export const MAX_WAIT_MS = 25_000;
 /** idempotency_key: 1 to 128 visible ASCII characters. */

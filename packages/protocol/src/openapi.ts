@@ -64,7 +64,14 @@ function operation(spec: EndpointSpec) {
   } else if (spec.input?.in === "query") {
     op.parameters = queryParams(spec.input.schema);
   }
-  op.responses = { ...ok(spec.response, spec.responseDescription), ...errorResponses(spec.errors) };
+  const responses: Record<string, { content: Record<string, unknown> }> = {
+    ...ok(spec.response, spec.responseDescription),
+    ...(errorResponses(spec.errors) as Record<string, { content: Record<string, unknown> }>),
+  };
+  if (spec.page)
+    for (const status of ["200", "503"])
+      if (responses[status]) responses[status].content["text/html"] = { schema: { type: "string" } };
+  op.responses = responses;
   return op;
 }
 
@@ -117,8 +124,9 @@ export function buildOpenApiDocument(serverUrl?: string) {
       },
     },
   };
-  // Documents, not operations of the table: public, any User-Agent.
-  const tooMany = errorResponses(["rate_limited"]);
+  // Documents, not operations of the table: public, any User-Agent. Built with the public base
+  // URL: without PUBLIC_URL, a malformed Host is 400 (docs/protocol.md §5.1).
+  const tooMany = errorResponses(["bad_request", "rate_limited"]);
   paths["/v1/api"] = {
     get: {
       operationId: "recipe",

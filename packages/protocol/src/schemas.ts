@@ -66,10 +66,27 @@ export const SendRequest = z.strictObject({
   text: MessageText,
   idempotency_key: IdempotencyKey.optional(),
 });
+/**
+ * A regex of the decimal whole numbers 0 to `max` (leading zeros allowed), so that the
+ * OpenAPI document states a query number's range as exactly as the server checks it.
+ */
+export function wholeNumbersUpTo(max: number): RegExp {
+  const digits = String(max);
+  const alternatives = digits.length > 1 ? [`[0-9]{1,${digits.length - 1}}`] : [];
+  for (let i = 0; i < digits.length; i++) {
+    const d = Number(digits[i]);
+    const rest = digits.length - 1 - i;
+    if (d > 0) alternatives.push(`${digits.slice(0, i)}[0-${d - 1}]${rest > 0 ? `[0-9]{${rest}}` : ""}`);
+  }
+  alternatives.push(digits);
+  return new RegExp(`^0*(?:${alternatives.join("|")})$`);
+}
+
 /** A long-poll's `wait` query parameter: whole milliseconds, 0 to MAX_WAIT_MS. */
 const WaitQuery = z
   .string()
   .regex(/^[0-9]{1,6}$/, "wait must be a whole number of milliseconds")
+  .regex(wholeNumbersUpTo(MAX_WAIT_MS), `wait must be at most ${MAX_WAIT_MS}`)
   .transform(Number)
   .pipe(z.number().int().min(0).max(MAX_WAIT_MS, `wait must be at most ${MAX_WAIT_MS}`))
   .optional();

@@ -6,6 +6,16 @@ type Operation = { operationId: string; security: unknown[]; responses: Record<s
 const doc = buildOpenApiDocument("https://relay.example");
 const operations = Object.values(doc.paths).flatMap((item) => Object.values(item as Record<string, Operation>));
 
+test("the document is OpenAPI 3.1, version 1.0.0, with the table's paths and the three it adds by hand", () => {
+  expect(doc.openapi).toBe("3.1.0");
+  expect(doc.info.version).toBe("1.0.0");
+  // Not operations of the table (openapi.ts adds them): the push stream and the two documents.
+  const byHand = ["/v1/stream", "/v1/api", "/v1/openapi.json"];
+  const fromTable = OPERATION_IDS.map((id) => ENDPOINTS[id].path as string);
+  expect(Object.keys(doc.paths).sort()).toEqual([...new Set([...fromTable, ...byHand])].sort());
+  expect(JSON.stringify(doc)).toContain("idempotency_key");
+});
+
 test("every operation of the table is in the document with its method, path, security and errors", () => {
   for (const id of OPERATION_IDS) {
     const spec = ENDPOINTS[id];

@@ -1,16 +1,17 @@
 // createApp(deps): the Express application, built from its dependencies and never
 // listening by itself (main.ts does that), so tests can build as many as they like.
 import { join } from "node:path";
-import express, { type Express, type Request, type RequestHandler } from "express";
+import express, { type Express, type RequestHandler, type Response } from "express";
 import { ENDPOINT_METHODS, buildOpenApiDocument, normalizeRoomCode } from "@duet/protocol";
 import type { Config } from "./config.js";
-import { apiError } from "./errors.js";
+import { ApiError, apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { RelayMetrics } from "./metrics.js";
 import { OpenStreams } from "./realtime/streams.js";
 import { WaitingRecvs } from "./realtime/wait-for-messages.js";
 import { CachedTally } from "./store/cached-tally.js";
 import type { RoomStore } from "./store/room-store.js";
+import { baseUrlFor } from "./http/base-url.js";
 import { errorHandler } from "./http/error-handler.js";
 import { downloadRoutes } from "./http/downloads.js";
 import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";
@@ -18,10 +19,12 @@ import { renderLandingHtml, renderLandingMarkdown } from "./http/landing-page.js
 import { rateLimiter } from "./http/rate-limit.js";
 import { renderRecipe } from "./http/recipe.js";
 import { requestLog } from "./http/request-log.js";
-import { mcpRoutes } from "./http/mcp.js";
+import { knownRoutes } from "./http/known-routes.js";
+import { MCP_PATH, mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
-import { ROOM_ENDPOINTS, dispatchRoomCalls, roomRoutes } from "./http/room-routes.js";
+import { ROOM_ENDPOINTS, dispatchRoomCalls, labelRoomPath, roomRoutes } from "./http/room-routes.js";
 import { apiHeaders, securityHeaders } from "./http/security-headers.js";
+import { STATS_PAGE_REFRESH_SECONDS, STATS_PATH, renderStatsHtml, wantsStatsPage } from "./http/stats-page.js";
 import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
 import type { Store } from "express-rate-limit";
@@ -50,6 +53,9 @@ export interface DuetApp extends Express {
   };
 }
 
+/** A path's Allow header: its one method, and HEAD beside GET except on the push stream. */
+const allowFor = (path: string, method: string) => (method === "GET" && path !== "/v1/stream" ? "GET, HEAD" : method);
+
 export function createApp(deps: AppDeps): DuetApp {
   const { config, store, logger } = deps;
   const app = express() as DuetApp;
@@ -72,7 +78,16 @@ export function createApp(deps: AppDeps): DuetApp {
   app.set("trust proxy", config.trustProxy);
   app.set("query parser", "simple");
 
-  const baseUrl = (req: Request) => config.publicUrl ?? `${req.protocol}://${req.host}`;
+  const baseUrl = baseUrlFor(config.publicUrl);
+  // Pages that print the base URL: without PUBLIC_URL it comes from the request's Host (or a
+  // trusted proxy's X-Forwarded-Host), which a shared cache may not key them on, so no cache
+  // may keep them. With PUBLIC_URL they are the same for everyone; the join page still
+  // depends on its room.
+  const cachePage = (res: Response, perRoom = false) =>
+    void res.set(
+      "Cache-Control",
+      config.publicUrl === undefined ? "no-store" : perRoom ? "no-cache" : "public, max-age=300",
+    );
 
   const log = requestLog(logger, metrics);
   const publicLimiter = rateLimiter(
@@ -106,10 +121,39 @@ export function createApp(deps: AppDeps): DuetApp {
   app.use(log);
   app.use(securityHeaders());
 
+  // OPTIONS on an API path, and HEAD on the push stream, answer the JSON 405 of every other
+  // method with its Allow, before Express's own OPTIONS answer (200 text/plain "POST") or a
+  // HEAD that runs the stream's checks and answers 400 without a body. No CORS either way.
+  const onlyMethod: Record<string, string> = { ...ENDPOINT_METHODS, ...ROOM_ENDPOINTS, [MCP_PATH]: "POST" };
+  app.use((req, res, next) => {
+    if (req.method !== "OPTIONS" && !(req.method === "HEAD" && req.path === "/v1/stream")) return next();
+    const method = onlyMethod[req.path];
+    if (method === undefined) return next();
+    res.set("Allow", allowFor(req.path, method));
+    next(apiError("method_not_allowed", `Use ${method} ${req.path}.`));
+  });
+
   // ---- room endpoints first (the fewest layers for calls the fast path above passed on):
   // User-Agent policy, then rate limits ------------------------------------------------
   const roomPaths = Object.keys(ROOM_ENDPOINTS);
-  app.use(roomPaths, userAgents, publicLimiter);
+  app.use(roomPaths, labelRoomPath, userAgents, publicLimiter);
+  // /v1/stats for a browser: the same figures as a page (stats-page.ts); JSON goes on to the table's route.
+  app.get(STATS_PATH, (req, res, next) => {
+    res.vary("Accept");
+    if (!wantsStatsPage(req)) return next();
+    publicLimiter(req, res, (limited?: unknown) => {
+      if (limited) return next(limited);
+      ops.stats(undefined as never, { tokenHash: "", baseUrl: baseUrl(req) }).then(
+        (stats) => void res.type("html").send(renderStatsHtml(baseUrl(req), stats)),
+        (error: unknown) => {
+          if (!(error instanceof ApiError) || error.code !== "unavailable") return next(error);
+          metrics.countError(error.code);
+          res.status(503).set("Retry-After", String(STATS_PAGE_REFRESH_SECONDS)).type("html");
+          res.send(renderStatsHtml(baseUrl(req), undefined));
+        },
+      );
+    });
+  });
   app.use(rooms.router);
   app.use(streamRoute(streams));
 
@@ -134,12 +178,14 @@ export function createApp(deps: AppDeps): DuetApp {
     res.status(ready ? 200 : 503).json({ ready });
   });
   app.get("/v1/api", (req, res) => {
+    cachePage(res);
     res.type("text/markdown; charset=utf-8").send(
       renderRecipe({
         baseUrl: baseUrl(req),
         idleMinutes: config.roomIdleMs / 60_000,
         maxMinutes: config.roomMaxMs / 60_000,
         endingKeepSeconds: config.roomEndingKeepMs / 1000,
+        roomsPerClient: config.roomsPerClient,
       }),
     );
   });
@@ -151,8 +197,12 @@ export function createApp(deps: AppDeps): DuetApp {
       next(error);
     }
   });
-  app.get("/v1/openapi.json", (req, res) => void res.json(buildOpenApiDocument(baseUrl(req))));
+  app.get("/v1/openapi.json", (req, res) => {
+    cachePage(res);
+    res.json(buildOpenApiDocument(baseUrl(req)));
+  });
   app.get("/", (req, res) => {
+    cachePage(res);
     const settings = {
       baseUrl: baseUrl(req),
       idleMinutes: config.roomIdleMs / 60_000,
@@ -167,6 +217,7 @@ export function createApp(deps: AppDeps): DuetApp {
   app.get("/join/:code", async (req, res, next) => {
     const code = normalizeRoomCode(req.params.code);
     if (!code) return next(apiError("not_found", "This is not a duet room code."));
+    const base = baseUrl(req);
     let room: { e2e: boolean };
     try {
       // Only whether the room is end-to-end encrypted; an unknown room gets the plain page.
@@ -174,20 +225,22 @@ export function createApp(deps: AppDeps): DuetApp {
     } catch (error) {
       return next(error);
     }
+    cachePage(res, true);
     res.vary("Accept");
     if (req.accepts(["text/markdown", "text/html"]) === "text/html")
-      return void res.type("html").send(renderJoinHtml(baseUrl(req), code, room));
-    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(baseUrl(req), code, room));
+      return void res.type("html").send(renderJoinHtml(base, code, room));
+    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(base, code, room));
   });
 
   // ---- everything else -----------------------------------------------------------------
   for (const [path, method] of Object.entries({ ...ENDPOINT_METHODS, ...ROOM_ENDPOINTS })) {
     app.all(path, (_req, res, next) => {
-      res.set("Allow", method === "GET" ? "GET, HEAD" : method);
+      res.set("Allow", allowFor(path, method));
       next(apiError("method_not_allowed", `Use ${method} ${path}.`));
     });
   }
   app.use((_req, _res, next) => next(apiError("not_found", "No such endpoint. The API is described at GET /v1/api.")));
   app.use(errorHandler(logger, metrics));
+  metrics.startRoutesAtZero(knownRoutes(app));
   return app;
 }

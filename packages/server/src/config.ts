@@ -203,6 +203,12 @@ export const ConfigSchema = z
     RATE_LIMIT_ROOMS: integer(60, 0).describe(
       "Opens and joins per IP per window, on top of the above; `0` turns the limit off.",
     ),
+    ROOMS_PER_IP: integer(50, 0).describe(
+      "Rooms one client IP may hold open at once (opened and not yet closed or ended), counted like the rate limits (IPv6 per /56, through `TRUST_PROXY`): with 2 MiB of unacked text each at most, this bounds what one address pins in the store. Beyond it open answers 429 `too_many_rooms` with `Retry-After`; `0` turns the limit off.",
+    ),
+    MEMORY_STORE_MAX_BYTES: integer(256 * 1024 * 1024, 1024 * 1024).describe(
+      "In-process store only (no Redis): the unacked text, idempotency keys and rooms it may hold in all, in bytes; beyond it open and send answer 507 `insufficient_storage` with `Retry-After`. On Redis, `maxmemory` with `noeviction` is the bound (writes then answer 503).",
+    ),
     WAKE_RECHECK_SECONDS: integer(150, 1, 3600).describe(
       "A waiting recv or stream re-reads its inbox this often (±20 %) even without a wake-up: a last resort, since the subscriber's heartbeat and the reconnect re-read already bound a lost wake-up. Long-polls wait at most 25 s, so at the default only streams ever re-read (0.4 times a minute).",
     ),
@@ -325,6 +331,10 @@ export interface Config {
   roomEndingKeepMs: number;
   userAgentPolicy: "denylist" | "off" | "strict";
   rateLimit: { windowMs: number; requestsPerWindow: number; roomsPerWindow: number };
+  /** Live rooms one client address may hold (0: no limit). */
+  roomsPerClient: number;
+  /** The in-process store's budget, in bytes. */
+  memoryStoreMaxBytes: number;
   wakeRecheckMs: number;
   statsCacheMs: number;
   shutdownDrainMs: number;
@@ -387,6 +397,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       requestsPerWindow: e.RATE_LIMIT_REQUESTS,
       roomsPerWindow: e.RATE_LIMIT_ROOMS,
     },
+    roomsPerClient: e.ROOMS_PER_IP,
+    memoryStoreMaxBytes: e.MEMORY_STORE_MAX_BYTES,
     wakeRecheckMs: e.WAKE_RECHECK_SECONDS * 1000,
     statsCacheMs: e.STATS_CACHE_MS,
     shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,

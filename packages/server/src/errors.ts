@@ -30,3 +30,20 @@ export function roomEndedError(ended: RoomEnding, seat: Seat): ApiError {
   error.ended = ended;
   return error;
 }
+
+/** 429 too_many_rooms: the owner's oldest room frees a place in `retryMs`. */
+export function tooManyRoomsError(limit: number, retryMs: number): ApiError {
+  const error = new ApiError(
+    "too_many_rooms",
+    `This address already holds ${limit} open rooms, the most it may: close rooms you no longer use, or open again after Retry-After seconds.`,
+  );
+  error.retryAfterSeconds = Math.max(1, Math.ceil(retryMs / 1000));
+  return error;
+}
+
+/** 507 insufficient_storage: the in-process store's budget is spent. */
+export function storeFullError(): ApiError {
+  const error = new ApiError("insufficient_storage");
+  error.retryAfterSeconds = 60;
+  return error;
+}

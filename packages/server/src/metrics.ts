@@ -1,9 +1,31 @@
 // Prometheus metrics (prom-client), one registry per app so that several apps in one
 // process (the tests' multi-node harness) never share counters. Labels carry route
 // patterns, statuses and error codes only: never a room code, a token or a text.
+//
+// Every labelled counter exists at zero from start-up for each value the relay knows (each
+// error code, each route with the statuses it can answer, each Redis connection): a series
+// that appeared at its first increment would make Prometheus's first sample 1 already, and
+// rate()/increase() would never show that first event.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { ErrorCode } from "@duet/protocol";
+import { ERROR_CODES, type ErrorCode } from "@duet/protocol";
 import type { StoreTally } from "./store/room-store.js";
+
+/** A route the app serves: its pattern, method and the statuses it can answer. */
+export interface KnownRoute {
+  route: string;
+  method: string;
+  statuses: readonly number[];
+}
+
+/**
+ * prom-client's defaults that promtool rejects: gauges named like counters (`_total`). Their
+ * unsuffixed siblings (`duet_nodejs_active_handles` by type, ...) stay; sum them for a total.
+ */
+const MISNAMED_DEFAULTS = [
+  "duet_nodejs_active_handles_total",
+  "duet_nodejs_active_requests_total",
+  "duet_nodejs_active_resources_total",
+];
 
 export class RelayMetrics {
   readonly registry = new Registry();
@@ -112,7 +134,25 @@ export class RelayMetrics {
       (t) => Math.max(0, t.sessions - t.closed - t.roomsOpen),
     );
     fromTally("duet_store_messages", "Messages accepted, relay-wide, since the store was created.", (t) => t.messages);
-    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: "duet_" });
+    if (options.processMetrics !== false) {
+      collectDefaultMetrics({ register: this.registry, prefix: "duet_" });
+      for (const name of MISNAMED_DEFAULTS) this.registry.removeSingleMetric(name);
+    }
+    for (const code of ERROR_CODES) this.refusals.inc({ code }, 0);
+  }
+
+  /** Request counters at zero for every route and status it can answer; answer times for its 200s. */
+  startRoutesAtZero(routes: readonly KnownRoute[]): void {
+    for (const { route, method, statuses } of routes) {
+      for (const status of statuses) this.requests.inc({ route, method, status: String(status) }, 0);
+      if (statuses.includes(200)) this.requestSeconds.zero({ route, method, status: "200" });
+    }
+  }
+
+  /** A Redis connection's error and reconnect counters, at zero until something happens. */
+  watchConnection(connection: string): void {
+    this.redisErrors.inc({ connection }, 0);
+    this.redisReconnects.inc({ connection }, 0);
   }
 
   countError(code: ErrorCode): void {

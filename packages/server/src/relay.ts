@@ -1,6 +1,7 @@
 // The relay as a library: build the store the configuration asks for, listen, and stop
 // gracefully. main.ts runs it as a process; tests and the benchmark start it in their own.
 import type { Server } from "node:http";
+import type { Socket } from "node:net";
 import type { Store } from "express-rate-limit";
 import { createApp } from "./app.js";
 import { within } from "./deadline.js";
@@ -32,7 +33,8 @@ export interface StoreWiring {
 /** Builds the store the configuration asks for: Redis when configured, else in-process. */
 export function createStore(config: Config): StoreWiring {
   const lifetimes = { idleMs: config.roomIdleMs, maxMs: config.roomMaxMs, endingKeepMs: config.roomEndingKeepMs };
-  if (!config.redis) return { store: new MemoryRoomStore(lifetimes), connections: [] };
+  const budget = { roomsPerOwner: config.roomsPerClient, maxBytes: config.memoryStoreMaxBytes };
+  if (!config.redis) return { store: new MemoryRoomStore(lifetimes, Date.now, budget), connections: [] };
   const keys = new RedisKeys(config.redis.keyPrefix);
   const { commands: client, subscriber, acked, stop } = createRedisConnections(config.redis);
   const store = new RedisRoomStore({
@@ -51,6 +53,7 @@ export function createStore(config: Config): StoreWiring {
         }
       : undefined,
     onClose: stop,
+    budget,
   });
   return {
     store,
@@ -73,6 +76,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   const { metrics } = app.locals;
   for (const [name, connection] of connections) {
     let connectedBefore = false;
+    metrics.watchConnection(name);
     connection.on("error", (error: Error) => {
       metrics.redisErrors.inc({ connection: name });
       logger.warn({ connection: name, err: error }, "redis connection error");
@@ -84,6 +88,14 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     });
   }
   const server = app.listen(config.port, config.host, config.listenBacklog);
+  // Connections, so that shutdown can close those that never sent a byte: Node's
+  // closeIdleConnections leaves them open (no request has ended on them), and they would
+  // hold the drain for SHUTDOWN_DRAIN_SECONDS.
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
   await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
   // Above the load balancer's idle timeout, so the balancer closes idle connections first.
   server.keepAliveTimeout = config.keepAliveTimeoutMs;
@@ -103,12 +115,18 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     app.locals.waitingRecvs.drain();
     app.locals.streams.drain();
     server.closeIdleConnections();
+    // A connection that has not sent a byte a second into the shutdown is a spare, not a
+    // request on its way (Node reads a request's first bytes as soon as they arrive).
+    const spares = setTimeout(() => {
+      for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
+    }, 1000).unref();
     const drained = await within(
       closed.then(() => true),
       config.shutdownDrainMs,
       () => false,
       { unref: true },
     );
+    clearTimeout(spares);
     if (!drained) server.closeAllConnections();
     await store.close();
     logger.info({ drained }, "stopped");

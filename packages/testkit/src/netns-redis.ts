@@ -9,7 +9,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { killOnExit, which } from "./redis-server.js";
+import { killOnExit } from "./redis-server.js";
+import { which } from "./which.js";
 import type { TestNetwork } from "./netns.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

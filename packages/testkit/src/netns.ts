@@ -11,7 +11,7 @@
 import { execFile, execFileSync, spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
-import { which } from "./redis-server.js";
+import { which } from "./which.js";
 
 const run = promisify(execFile);
 const PREFIX = "duetha";

@@ -7,7 +7,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ask } from "./ask.js";
-import { candidatePort, redisInfo, spawnRedis, waitForProcess, which, type SpawnedRedis } from "./redis-server.js";
+import { which } from "./which.js";
+import { candidatePort, redisInfo, spawnRedis, waitForProcess, type SpawnedRedis } from "./redis-server.js";
 
 export interface SentinelOptions {
   replicas?: number;

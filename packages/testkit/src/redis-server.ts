@@ -10,24 +10,11 @@
 // or when the test process exits, and a test process that exits kills the servers it
 // still has.
 import { spawn, type ChildProcess } from "node:child_process";
-import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
-
-export const which = (bin: string) =>
-  (process.env.PATH ?? "")
-    .split(delimiter)
-    .filter(Boolean)
-    .map((dir) => join(dir, bin))
-    .find((path) => {
-      try {
-        accessSync(path, constants.X_OK);
-        return true;
-      } catch {
-        return false;
-      }
-    });
+import { join } from "node:path";
+import { which } from "./which.js";
 
 /**
  * A candidate port for a server that must bind it itself (redis-server, redis-sentinel):

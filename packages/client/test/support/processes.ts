@@ -2,7 +2,7 @@
 // port 0, in-process store or a Redis), a throwaway redis-server, and the built duet CLI.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { killOnExit, spawnRedis } from "@duet/testkit";
+import { type RelayProcess, spawnRedis, spawnRelay } from "@duet/testkit";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -10,56 +10,23 @@ export const ROOT = resolve(__dirname, "../../../..");
 export const SERVER_MAIN = join(ROOT, "packages/server/dist/main.js");
 export const CLI_MAIN = join(ROOT, "packages/client/dist/cli/main.js");
 
-export interface RelayProcess {
-  url: string;
-  /** Everything the relay wrote to stdout and stderr so far. */
-  logs(): string;
-  stop(): Promise<void>;
-}
+export type { RelayProcess } from "@duet/testkit";
 
 /** Starts the relay on port 0 (it reports the port it bound); REDIS_URL is unset unless `env` sets it. */
-export async function startRelay(env: Record<string, string> = {}): Promise<RelayProcess> {
+export function startRelay(env: Record<string, string> = {}): Promise<RelayProcess> {
   const { REDIS_URL: _ignored, REDIS_CLUSTER_NODES: _ignoredToo, ...inherited } = process.env;
-  const child = spawn(process.execPath, [SERVER_MAIN], {
+  return spawnRelay({
+    main: SERVER_MAIN,
     env: {
       ...inherited,
-      PORT: "0",
       HOST: "127.0.0.1",
       RATE_LIMIT_ROOMS: "1000",
+      ROOMS_PER_IP: "0",
       RATE_LIMIT_REQUESTS: "100000",
       STATS_CACHE_MS: "0",
       ...env,
     },
-    stdio: ["ignore", "pipe", "pipe"],
   });
-  killOnExit(child);
-  let output = "";
-  const url = await new Promise<string>((resolveUrl, reject) => {
-    const timer = setTimeout(() => reject(new Error(`relay did not start:\n${output}`)), 15_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      for (const line of output.split("\n")) {
-        if (!line.includes('"listening"')) continue;
-        try {
-          const parsed = JSON.parse(line) as { msg?: string; url?: string };
-          if (parsed.msg === "listening" && parsed.url) {
-            clearTimeout(timer);
-            resolveUrl(parsed.url);
-          }
-        } catch {
-          // not a complete JSON line yet
-        }
-      }
-    };
-    child.stdout!.on("data", onData);
-    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`relay exited with ${code}:\n${output}`));
-    });
-  });
-  child.removeAllListeners("exit");
-  return { url, logs: () => output, stop: () => stopProcess(child) };
 }
 
 /** A redis-server of our own on its own port (never the shared 6379), without persistence,
@@ -67,18 +34,6 @@ export async function startRelay(env: Record<string, string> = {}): Promise<Rela
 export async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
   const redis = await spawnRedis();
   return { url: redis.url, stop: () => redis.stop() };
-}
-
-function stopProcess(child: ChildProcess): Promise<void> {
-  return new Promise((resolveStop) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolveStop();
-    const killer = setTimeout(() => child.kill("SIGKILL"), 5000);
-    child.once("exit", () => {
-      clearTimeout(killer);
-      resolveStop();
-    });
-    child.kill("SIGTERM");
-  });
 }
 
 export interface CliResult {

@@ -7,6 +7,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Router, type RequestHandler } from "express";
 import { apiError } from "../errors.js";
+import { shellQuote } from "./shell.js";
 
 export const CLI_PATH = "/v1/cli/duet.cjs";
 export const SKILL_PATH = "/v1/skill.md";
@@ -17,9 +18,9 @@ const DOWNLOADS = {
   [SKILL_PATH]: { file: "SKILL.md", type: "text/markdown; charset=utf-8", what: "the duet skill" },
 };
 
-/** The one line that tells an agent with only Node how to get the CLI and join `joinUrl`. */
+/** The one line that tells an agent with only Node how to get the CLI and join `joinUrl` (URLs quoted). */
 export const cliFetchCommand = (baseUrl: string, joinUrl: string) =>
-  `curl -fsSO ${baseUrl}${CLI_PATH} && node duet.cjs join ${joinUrl}`;
+  `curl -fsSO ${shellQuote(`${baseUrl}${CLI_PATH}`)} && node duet.cjs join ${shellQuote(joinUrl)}`;
 
 // A deploy replaces the files and restarts the process, so a client may keep a copy for a
 // few minutes and then revalidate it cheaply with its ETag.

@@ -4,7 +4,6 @@ import type { ErrorRequestHandler } from "express";
 import { ApiError, apiError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { RelayMetrics } from "../metrics.js";
-import { bodyParserError } from "./body.js";
 
 /** Express's own 4xx errors (a path that cannot be percent-decoded, say) are bad requests. */
 function clientError(error: unknown): ApiError | undefined {
@@ -18,7 +17,7 @@ function clientError(error: unknown): ApiError | undefined {
 
 export function errorHandler(logger: Logger, metrics: RelayMetrics): ErrorRequestHandler {
   return (error, req, res, _next) => {
-    let failure = error instanceof ApiError ? error : (bodyParserError(error) ?? clientError(error));
+    let failure = error instanceof ApiError ? error : clientError(error);
     if (!failure) {
       logger.error({ err: error, method: req.method, route: req.route?.path }, "internal error");
       failure = apiError("internal");

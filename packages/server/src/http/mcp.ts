@@ -18,16 +18,25 @@ import {
   type CallToolResult,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
-import { Router, type Request, type RequestHandler } from "express";
+import { Router, type Request, type RequestHandler, type Response } from "express";
 import { z } from "zod";
-import { API_VERSION, ENDPOINTS, ERRORS, OPERATION_IDS, type EndpointSpec, type OperationId } from "@duet/protocol";
+import {
+  API_VERSION,
+  ENDPOINTS,
+  ERRORS,
+  OPERATION_IDS,
+  type EndpointSpec,
+  type ErrorCode,
+  type OperationId,
+} from "@duet/protocol";
 import { ApiError, apiError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { RelayMetrics } from "../metrics.js";
 import { hashSeatToken } from "../store/credentials.js";
 import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
-import { parseInput } from "./validate.js";
+import { clientKey } from "./rate-limit.js";
+import { echoName, parseInput } from "./validate.js";
 
 export const MCP_PATH = "/mcp";
 
@@ -119,24 +128,46 @@ export interface McpDeps {
  * name, which is never in the list; loopback names are safe because a rebound page cannot
  * make its Host one of them.
  */
-function allowedHosts(req: Request, bindHost: string, publicUrl?: string): string[] {
+function allowedHosts(req: Request, bindHost: string, publicUrl?: string): Set<string> {
   const port = req.socket.localPort;
   const hosts = new Set<string>();
-  if (publicUrl) hosts.add(new URL(publicUrl).host);
+  if (publicUrl) hosts.add(new URL(publicUrl).host.toLowerCase());
   const local =
     bindHost === "0.0.0.0" || bindHost === "::" ? [] : [bindHost.includes(":") ? `[${bindHost}]` : bindHost];
-  for (const name of [...local, "localhost", "127.0.0.1", "[::1]"]) hosts.add(`${name}:${port}`);
-  return [...hosts];
+  for (const name of [...local, "localhost", "127.0.0.1", "[::1]"]) hosts.add(`${name}:${port}`.toLowerCase());
+  return hosts;
 }
 
-/** Whether a parsed JSON-RPC body calls a tool that creates rooms (open or join). */
-function createsRooms(body: unknown): boolean {
-  const messages = Array.isArray(body) ? body : [body];
-  return messages.some((m) => {
-    const message = m as { method?: unknown; params?: { name?: unknown } } | null;
-    return message?.method === "tools/call" && (message.params?.name === "open" || message.params?.name === "join");
-  });
+/**
+ * Origins a browser page may call /mcp from: the public URL's, and a page served on one of
+ * the loopback hosts above. A page of any other site (a DNS-rebinding page included) sends
+ * its own origin and is refused, as the MCP transport requires; clients that are not
+ * browsers send no Origin and are not concerned.
+ */
+function allowedOrigins(hosts: Set<string>, publicUrl?: string): Set<string> {
+  const origins = new Set<string>();
+  if (publicUrl) origins.add(new URL(publicUrl).origin.toLowerCase());
+  for (const host of hosts) for (const scheme of ["http", "https"]) origins.add(`${scheme}://${host}`);
+  return origins;
 }
+
+/** A JSON-RPC error answered before MCP runs (no id: it answers no request in particular). */
+function rpcRefusal(res: Response, status: number, code: number, message: string, duet: ErrorCode): void {
+  res
+    .status(status)
+    .json({ jsonrpc: "2.0", id: null, error: { code, message, data: { error: duet, remedy: ERRORS[duet].remedy } } });
+}
+
+type RpcMessage = { method?: unknown; params?: { name?: unknown; arguments?: unknown } } | null;
+
+/** Whether a parsed JSON-RPC message calls a tool that creates rooms (open or join). */
+function createsRooms(body: unknown): boolean {
+  const message = body as RpcMessage;
+  return message?.method === "tools/call" && (message.params?.name === "open" || message.params?.name === "join");
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
 
 export function mcpRoutes(deps: McpDeps): Router {
   const { operations, baseUrl, logger, metrics } = deps;
@@ -144,7 +175,7 @@ export function mcpRoutes(deps: McpDeps): Router {
 
   async function callTool(
     name: string,
-    args: Record<string, unknown>,
+    args: unknown,
     req: Request,
     signal: AbortSignal,
     onWaiting?: (waited: number, total: number) => void,
@@ -153,9 +184,10 @@ export function mcpRoutes(deps: McpDeps): Router {
     if (!entry)
       throw new McpError(
         RpcErrorCode.InvalidParams,
-        `Unknown tool: ${name}. The tools are ${MCP_TOOLS.map((t) => t.tool.name).join(", ")}.`,
+        `Unknown tool: ${echoName(name)}. The tools are ${MCP_TOOLS.map((t) => t.tool.name).join(", ")}.`,
       );
     try {
+      if (!isPlainObject(args)) throw apiError("bad_request", "The arguments must be a JSON object.");
       let tokenHash = "";
       let rest: Record<string, unknown> = args;
       let token: string | undefined;
@@ -176,7 +208,13 @@ export function mcpRoutes(deps: McpDeps): Router {
         throw apiError("bad_request", "text contains your own seat token: never send it. Remove it and send again.");
       }
       const run = operations[entry.id] as Operation<OperationId>;
-      const result = await run(input as never, { tokenHash, baseUrl: baseUrl(req), signal, onWaiting });
+      const result = await run(input as never, {
+        tokenHash,
+        baseUrl: baseUrl(req),
+        client: clientKey(req),
+        signal,
+        onWaiting,
+      });
       if (result === undefined) return { isError: true, content: [{ type: "text", text: "Cancelled." }] };
       return {
         content: [{ type: "text", text: JSON.stringify(result) }],
@@ -194,8 +232,13 @@ export function mcpRoutes(deps: McpDeps): Router {
     }
   }
 
-  /** A fresh SDK server for one POST: it holds nothing beyond this request. */
-  function serverFor(req: Request): McpServer {
+  /**
+   * A fresh SDK server for one POST: it holds nothing beyond this request. `rawArguments` are
+   * the tool call's arguments as they were sent: the SDK's own parse drops a `__proto__`
+   * field and refuses a non-object with a raw zod dump, and the tools check the arguments
+   * with the REST API's schemas and messages instead.
+   */
+  function serverFor(req: Request, rawArguments: unknown): McpServer {
     const mcp = new McpServer(
       { name: "duet", title: "duet relay", version: API_VERSION },
       { capabilities: { tools: {} }, instructions: MCP_INSTRUCTIONS },
@@ -214,7 +257,13 @@ export function mcpRoutes(deps: McpDeps): Router {
                   params: { progressToken, progress: waited, total, message: "waiting for a message" },
                 })
                 .catch(() => undefined);
-      return callTool(request.params.name, request.params.arguments ?? {}, req, extra.signal, onWaiting);
+      return callTool(
+        request.params.name,
+        rawArguments === undefined ? {} : rawArguments,
+        req,
+        extra.signal,
+        onWaiting,
+      );
     });
     return mcp;
   }
@@ -222,28 +271,84 @@ export function mcpRoutes(deps: McpDeps): Router {
   const roomLimitForTools: RequestHandler = (req, res, next) =>
     createsRooms(req.body) ? deps.roomLimiter(req, res, next) : next();
 
-  router.post(MCP_PATH, deps.publicLimiter, jsonBody, roomLimitForTools, async (req, res, next) => {
-    const server = serverFor(req);
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableDnsRebindingProtection: true,
-      allowedHosts: allowedHosts(req, deps.bindHost, deps.publicUrl),
-    });
-    // Progress notifications stream as SSE: ask nginx (and ingress-nginx) not to buffer them.
-    res.setHeader("X-Accel-Buffering", "no");
-    // The client went away (or cancelled by closing the request): closing the server aborts
-    // every handler of this POST, so a waiting recv stops waiting and frees its slot.
-    res.once("close", () => {
-      void transport.close();
-      void server.close();
-    });
-    try {
-      await server.connect(transport);
-      await transport.handleRequest(req, res, req.body);
-    } catch (error) {
-      next(error);
+  // DNS-rebinding protection: the Host and the Origin (when a browser sends one) must be this
+  // relay's, else 403 before anything else runs. Checked here rather than by the SDK, whose
+  // refusal repeats the header sent.
+  const sameSite: RequestHandler = (req, res, next) => {
+    const hosts = allowedHosts(req, deps.bindHost, deps.publicUrl);
+    const host = (req.headers.host ?? "").toLowerCase();
+    const origin = req.headers.origin?.toLowerCase();
+    if (!hosts.has(host)) {
+      metrics.countError("forbidden");
+      return rpcRefusal(
+        res,
+        403,
+        -32000,
+        "Invalid Host header: /mcp answers only under PUBLIC_URL's host or a loopback name (DNS-rebinding protection).",
+        "forbidden",
+      );
     }
-  });
+    if (origin !== undefined && !allowedOrigins(hosts, deps.publicUrl).has(origin)) {
+      metrics.countError("forbidden");
+      return rpcRefusal(
+        res,
+        403,
+        -32000,
+        "Invalid Origin header: /mcp answers pages of this relay's own origin only (DNS-rebinding protection).",
+        "forbidden",
+      );
+    }
+    next();
+  };
+
+  // One JSON-RPC message per POST: the MCP revision of 2025-06-18 removed batching, and a
+  // batch would count once in the per-IP limits however many calls it held (100 joins, that
+  // is 100 guesses at a code, for one).
+  const noBatches: RequestHandler = (req, res, next) => {
+    if (!Array.isArray(req.body)) return next();
+    metrics.countError("bad_request");
+    rpcRefusal(
+      res,
+      400,
+      RpcErrorCode.InvalidRequest,
+      "JSON-RPC batches are not accepted: send one message per POST (MCP 2025-06-18 removed batching).",
+      "bad_request",
+    );
+  };
+
+  router.post(
+    MCP_PATH,
+    sameSite,
+    deps.publicLimiter,
+    jsonBody,
+    noBatches,
+    roomLimitForTools,
+    async (req, res, next) => {
+      const message = req.body as RpcMessage;
+      let rawArguments: unknown;
+      if (message?.method === "tools/call" && isPlainObject(message.params)) {
+        rawArguments = message.params.arguments;
+        // What the SDK would refuse (or silently drop a field of) is checked by the tool instead.
+        if (rawArguments !== undefined) message.params = { ...message.params, arguments: {} };
+      }
+      const server = serverFor(req, rawArguments);
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+      // Progress notifications stream as SSE: ask nginx (and ingress-nginx) not to buffer them.
+      res.setHeader("X-Accel-Buffering", "no");
+      // The client went away (or cancelled by closing the request): closing the server aborts
+      // every handler of this POST, so a waiting recv stops waiting and frees its slot.
+      res.once("close", () => {
+        void transport.close();
+        void server.close();
+      });
+      try {
+        await server.connect(transport);
+        await transport.handleRequest(req, res, req.body);
+      } catch (error) {
+        next(error);
+      }
+    },
+  );
 
   // Stateless: no server-initiated stream (GET) and no session to end (DELETE).
   router.all(MCP_PATH, (_req, res, next) => {

@@ -33,6 +33,8 @@ export interface OperationContext {
   tokenHash: string;
   /** The relay's public base URL, for join addresses and the share block. */
   baseUrl: string;
+  /** The caller's address as the rate limits count it: whose budget of live rooms an open spends. */
+  client?: string;
   /** Aborted when the caller went away or cancelled: a waiting recv stops waiting. */
   signal?: GoneSignal;
   /** Told when a recv starts waiting and every few seconds after (MCP progress notifications). */
@@ -55,8 +57,8 @@ const NEVER: GoneSignal = { aborted: false, addEventListener: () => undefined, r
 
 export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTally }: OperationDeps): Operations {
   return {
-    async open({ e2e }, { baseUrl }) {
-      const grant = await store.openRoom({ e2e: e2e === true });
+    async open({ e2e }, { baseUrl, client }) {
+      const grant = await store.openRoom({ e2e: e2e === true, owner: client });
       metrics.roomsOpened.inc();
       const joinUrl = `${baseUrl}/join/${grant.code}`;
       const body: OpenResponse = {

@@ -4,9 +4,11 @@
 import { Router, type NextFunction, type Request, type RequestHandler, type Response } from "express";
 import { ENDPOINTS, OPERATION_IDS, type EndpointSpec, type OperationId } from "@duet/protocol";
 import { seatTokenHash } from "./auth.js";
+import { labelRoute } from "./request-log.js";
 import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
 import { ClientGone } from "../realtime/wait-for-messages.js";
+import { clientKey } from "./rate-limit.js";
 import { parseInput } from "./validate.js";
 
 export interface RoomRouteDeps {
@@ -61,7 +63,7 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
           if (!res.writableFinished) abandoned.abort();
         });
       }
-      run(input as never, { tokenHash, baseUrl: baseUrl(req), signal }).then((body) => {
+      run(input as never, { tokenHash, baseUrl: baseUrl(req), client: clientKey(req), signal }).then((body) => {
         if (body !== undefined) res.json(body);
       }, next);
     };
@@ -89,8 +91,10 @@ export function dispatchRoomCalls(
   return (req, res, next) => {
     const url = req.url;
     const query = url.indexOf("?");
-    const route = routes.get(`${req.method} ${query < 0 ? url : url.slice(0, query)}`);
+    const path = query < 0 ? url : url.slice(0, query);
+    const route = routes.get(`${req.method} ${path}`);
     if (route === undefined) return next();
+    labelRoute(req, path);
     let index = 0;
     const step = (error?: unknown): void => {
       if (error !== undefined && error !== null) {
@@ -107,6 +111,19 @@ export function dispatchRoomCalls(
   };
 }
 
+/**
+ * Labels a request on a room path (mounted with app.use(ROOM_PATHS, ...), which matches any
+ * case and a trailing slash) with the path as the table writes it, so that a refusal before
+ * its route (403, 429) keeps the route's label. Anything longer is left to the 404.
+ */
+export const labelRoomPath: RequestHandler = (req, _res, next) => {
+  if (req.path === "/") {
+    const path = ROOM_PATHS_BY_LOWER_CASE.get(req.baseUrl.toLowerCase());
+    if (path !== undefined) labelRoute(req, path);
+  }
+  next();
+};
+
 /** Paths of the room endpoints (User-Agent policy applies), with their one allowed method. */
 export const ROOM_ENDPOINTS: Record<string, "GET" | "POST"> = {
   ...Object.fromEntries(
@@ -115,3 +132,5 @@ export const ROOM_ENDPOINTS: Record<string, "GET" | "POST"> = {
   // The push stream (stream-route.ts): a room call outside the table (it answers no JSON).
   "/v1/stream": "GET",
 };
+
+const ROOM_PATHS_BY_LOWER_CASE = new Map(Object.keys(ROOM_ENDPOINTS).map((path) => [path.toLowerCase(), path]));

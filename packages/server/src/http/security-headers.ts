@@ -7,6 +7,7 @@
 import type { RequestHandler, Response } from "express";
 import helmet from "helmet";
 import { ENDPOINT_METHODS } from "@duet/protocol";
+import { wantsStatsPage } from "./stats-page.js";
 
 /** What every API answer carries. */
 export const API_HEADERS: readonly (readonly [string, string])[] = [
@@ -36,14 +37,14 @@ export function setApiHeaders(res: Response): void {
   for (const [name, value] of API_HEADERS) res.setHeader(name, value);
 }
 
-/** Sets the API set on an API path (as written in the table), helmet's full set on any other. */
+/** Sets the API set on an API path (as written in the table), helmet's full set on any other and on the stats page. */
 export function securityHeaders(): RequestHandler {
   // Without upgrade-insecure-requests: a relay reached over plain HTTP at a network address
   // (a LAN, a cluster without TLS) would send the browser to https:// on its own links,
   // where nothing answers. Behind TLS it changes nothing: the pages' links are same-origin.
   const full = helmet({ contentSecurityPolicy: { directives: { upgradeInsecureRequests: null } } });
   return (req, res, next) => {
-    if (!API_PATHS.has(req.path)) return full(req, res, next);
+    if (!API_PATHS.has(req.path) || wantsStatsPage(req)) return full(req, res, next);
     setApiHeaders(res);
     next();
   };

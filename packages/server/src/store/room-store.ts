@@ -67,7 +67,11 @@ export interface WakeupBus {
 export interface RoomStore {
   readonly kind: "memory" | "redis";
   readonly wakeups: WakeupBus;
-  openRoom(options?: { e2e?: boolean }): Promise<SeatGrant>;
+  /**
+   * `owner` is the opener's client address: with a per-address budget (roomsPerOwner), an
+   * address that holds that many live rooms is refused 429 too_many_rooms.
+   */
+  openRoom(options?: { e2e?: boolean; owner?: string }): Promise<SeatGrant>;
   joinRoom(code: string): Promise<SeatGrant>;
   /** replayed: the idempotency key was seen before with this text; nothing new was stored. */
   sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }>;
@@ -94,6 +98,14 @@ export interface StoreTally {
   bytes: number;
   closed: number;
   roomsOpen: number;
+}
+
+/** What one client address, and the in-process store as a whole, may hold. */
+export interface StoreBudget {
+  /** Live rooms one owner may hold open at once; 0 or absent: no limit. */
+  roomsPerOwner?: number;
+  /** In-process store only: bytes of rooms, unacked text and idempotency keys in all. */
+  maxBytes?: number;
 }
 
 export interface RoomLifetimes {

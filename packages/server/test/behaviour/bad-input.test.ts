@@ -1,6 +1,13 @@
 // Bad input: every refusal is a clear JSON error {"error","message"} with the documented
 // status, never a 5xx, a hang or a crash.
-import { ENDPOINTS, MAX_BODY_BYTES, OPERATION_IDS } from "@duet/protocol";
+import {
+  ENDPOINTS,
+  MAX_BODY_BYTES,
+  MAX_BODY_DEPTH,
+  MAX_BODY_ITEMS,
+  MAX_TEXT_BYTES,
+  OPERATION_IDS,
+} from "@duet/protocol";
 import { forEachTarget } from "../support/targets";
 
 const expectError = (reply: { status: number; body: any }, status: number, error: string) => {
@@ -213,6 +220,82 @@ forEachTarget((target) => {
     });
   });
 
+  describe("the shape of a body (docs/protocol.md §3.4)", () => {
+    const keys = (n: number) => Array.from({ length: n }, (_, i) => `"${i.toString(16)}":1`).join(",");
+    const mcpHeaders = { accept: "application/json, text/event-stream", "content-type": "application/json" };
+
+    it(`more than ${MAX_BODY_ITEMS} fields, however many, is 400 bad_request before any other check`, async () => {
+      const { client } = target();
+      // The issue's body: 11.5 MB, 1.15 million keys. /v1/send without a token answered 401
+      // after holding the event loop for 0.7 s; /mcp answered 200 with an 8 MB list of them.
+      const huge = `{${keys(1_150_000)}}`;
+      expectError(await client.call("POST", "/v1/send", { rawBody: huge }), 400, "bad_request");
+      expectError(
+        await client.call("POST", "/v1/open", { rawBody: `{${keys(MAX_BODY_ITEMS + 1)}}` }),
+        400,
+        "bad_request",
+      );
+      const mcp = await client.call("POST", "/mcp", {
+        rawBody: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"stats","arguments":{${keys(1_150_000)}}}}`,
+        headers: mcpHeaders,
+      });
+      expect({ status: mcp.status, bytes: mcp.text.length < 400 }).toEqual({ status: 400, bytes: true });
+      expect(mcp.text).toContain("fields and array items");
+    });
+
+    it(`nesting deeper than ${MAX_BODY_DEPTH}, and an array of millions of ids, are 400 bad_request`, async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      const deep = `${"[".repeat(1_000_000)}${"]".repeat(1_000_000)}`;
+      expectError(await client.call("POST", "/v1/open", { rawBody: deep }), 400, "bad_request");
+      const ids = `{"code":"${room.code}","ids":[${'"1",'.repeat(1_000_000)}"1"]}`;
+      expectError(await client.call("POST", "/v1/ack", { rawBody: ids, token: room.b }), 400, "bad_request");
+      // The largest legal shapes still pass: 64 ids, and a pretty-printed body.
+      const legal = JSON.stringify({ code: room.code, ids: Array.from({ length: 64 }, (_, i) => String(i)) }, null, 8);
+      expect((await client.call("POST", "/v1/ack", { rawBody: legal, token: room.b })).body).toEqual({
+        ok: true,
+        acked: 0,
+      });
+    });
+
+    it("a text or a field name longer than any legal text is refused as such, in a short answer", async () => {
+      const { client } = target();
+      const room = await client.pairedRoom();
+      const name = await client.call("POST", "/v1/open", { rawBody: `{"${"k".repeat(3 * MAX_TEXT_BYTES)}":1}` });
+      expectError(name, 400, "bad_request");
+      expect(name.text.length).toBeLessThan(200);
+      const text = await client.call("POST", "/v1/send", {
+        rawBody: `{"code":"${room.code}","text":"${"\\u00e9".repeat(MAX_TEXT_BYTES)}"}`,
+        token: room.a,
+      });
+      expectError(text, 400, "too_large");
+    });
+  });
+
+  describe("what an error repeats of the request (never more than a short name)", () => {
+    it("an unknown field's name comes back cut to 16 characters, and at most three of them", async () => {
+      const { client } = target();
+      const secret = "tokenlike-3n2Qm9vXr7LwPq0sTb5Ky8Hd1Fj6Gc4Ae"; // 43 characters, like a seat token
+      const reply = await client.call("POST", "/v1/open", { body: { [secret]: 1 } });
+      expectError(reply, 400, "bad_request");
+      expect(reply.body.message).toContain(secret.slice(0, 16));
+      expect(reply.text).not.toContain(secret.slice(0, 17));
+      const many = await client.call("POST", "/v1/open", {
+        rawBody: `{${Array.from({ length: 200 }, (_, i) => `"${"n".repeat(5000)}${i}":1`).join(",")}}`,
+      });
+      expectError(many, 400, "bad_request");
+      expect(many.text.length).toBeLessThan(200);
+      expect(many.body.message).toMatch(/and 197 more\.$/);
+    });
+
+    it("a megabyte field name is never sent back (the answer stays under 200 bytes)", async () => {
+      const { client } = target();
+      const reply = await client.call("POST", "/v1/open", { rawBody: `{"${"x".repeat(1_000_000)}":1}` });
+      expectError(reply, 400, "bad_request");
+      expect(reply.text.length).toBeLessThan(200);
+    });
+  });
+
   describe("query parameters", () => {
     it("a wait outside 0..25000 or not an integer is 400 bad_request", async () => {
       const { client } = target();
@@ -263,6 +346,25 @@ forEachTarget((target) => {
       expectError(reply, 405, "method_not_allowed");
       expect(reply.headers.get("allow")).toBe("POST");
       expectError(await target().client.call("DELETE", "/v1/recv"), 405, "method_not_allowed");
+    });
+
+    it("OPTIONS on an API path is the JSON 405 with Allow (not 200 text/plain), HEAD on the stream too", async () => {
+      const { client } = target();
+      const paths: [string, string][] = [
+        ...OPERATION_IDS.map((id): [string, string] => [ENDPOINTS[id].path, ENDPOINTS[id].method]),
+        ["/v1/stream", "GET"],
+        ["/mcp", "POST"],
+      ];
+      for (const [path, method] of paths) {
+        const reply = await client.call("OPTIONS", path);
+        expectError(reply, 405, "method_not_allowed");
+        expect({ path, allow: reply.headers.get("allow") }).toEqual({
+          path,
+          allow: method === "GET" && path !== "/v1/stream" ? "GET, HEAD" : method,
+        });
+      }
+      const head = await client.call("HEAD", "/v1/stream");
+      expect({ status: head.status, allow: head.headers.get("allow") }).toEqual({ status: 405, allow: "GET" });
     });
 
     it("every operation of the endpoint table answers another method with 405 and its one method in Allow", async () => {

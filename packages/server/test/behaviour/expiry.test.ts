@@ -1,6 +1,6 @@
 // Lifetimes, shortened by configuration: 30 minutes idle and 30 minutes from open become
 // seconds here. Every authenticated call moves the idle deadline, never past the hard cap.
-import { forEachTarget } from "../support/targets";
+import { TIMED_TARGETS, forEachTarget } from "../support/targets";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -41,7 +41,7 @@ describe("idle timeout", () => {
         expect(Date.now() - started).toBeLessThan(6000);
       });
     },
-    { env: { ROOM_IDLE_SECONDS: "2", ROOM_MAX_SECONDS: "60" } },
+    { env: { ROOM_IDLE_SECONDS: "2", ROOM_MAX_SECONDS: "60" }, kinds: TIMED_TARGETS },
   );
 });
 
@@ -63,7 +63,7 @@ describe("hard cap", () => {
         expect(last).toBe(404);
       });
     },
-    { env: { ROOM_IDLE_SECONDS: "60", ROOM_MAX_SECONDS: "3" } },
+    { env: { ROOM_IDLE_SECONDS: "60", ROOM_MAX_SECONDS: "3" }, kinds: TIMED_TARGETS },
   );
 });
 
@@ -85,6 +85,6 @@ describe("tally of expired rooms", () => {
         expect((await metric("duet_store_rooms_expired")) - expiredBefore).toBe(1);
       });
     },
-    { env: { ROOM_IDLE_SECONDS: "2", ROOM_MAX_SECONDS: "60" } },
+    { env: { ROOM_IDLE_SECONDS: "2", ROOM_MAX_SECONDS: "60" }, kinds: TIMED_TARGETS },
   );
 });

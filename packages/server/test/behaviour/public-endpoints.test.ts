@@ -57,6 +57,50 @@ forEachTarget((target) => {
     expect((await client.join(opened.code)).status).toBe(200);
   });
 
+  it("GET /v1/stats: JSON for machines, and for a browser the same figures as a page that reloads itself", async () => {
+    const { client } = target();
+    const room = await client.pairedRoom();
+    await client.send(room.code, room.a, "x".repeat(1500));
+    const json = await client.call("GET", "/v1/stats");
+    for (const accept of [undefined, "*/*", "application/json", "application/json, text/html;q=0.9"]) {
+      const reply = await client.call("GET", "/v1/stats", { headers: accept ? { accept } : {} });
+      expect({ accept, type: reply.headers.get("content-type") }).toEqual({
+        accept,
+        type: "application/json; charset=utf-8",
+      });
+      expect(Object.keys(reply.body).sort()).toEqual(["bytes", "messages", "paired", "rooms_open", "sessions"]);
+      expect(reply.headers.get("vary")).toBe("Accept");
+    }
+    // What Chromium and Firefox send for a page.
+    const page = await client.call("GET", "/v1/stats", {
+      headers: { accept: "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8" },
+    });
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    expect(page.headers.get("vary")).toBe("Accept");
+    expect(page.text).toContain('<meta http-equiv="refresh" content="10">');
+    const shown = Object.fromEntries(
+      [...page.text.matchAll(/<dt>([^<]+)<\/dt><dd>([^<]+)<\/dd>/g)].map((m) => [m[1], m[2]]),
+    );
+    // The figures are the store's (cached per node up to STATS_CACHE_MS): at least what this test did.
+    expect(Object.keys(shown)).toEqual([
+      "Rooms open now",
+      "Rooms opened",
+      "Rooms joined by a second seat",
+      "Messages relayed",
+      "Text relayed",
+    ]);
+    const number = (text: string) => Number(text.replace(/ .*$/, "").replace(/,/g, ""));
+    expect(number(shown["Rooms opened"]!)).toBeGreaterThanOrEqual(json.body.sessions);
+    expect(number(shown["Messages relayed"]!)).toBeGreaterThanOrEqual(json.body.messages);
+    expect(shown["Text relayed"]).toMatch(/^[0-9.]+ (KiB|MiB|GiB) \([0-9,]+ bytes\)$/);
+    // A page: helmet's page headers, not the API's.
+    expect(page.headers.get("content-security-policy")).toContain("default-src 'self'");
+    expect(page.headers.get("x-frame-options")).toBe("SAMEORIGIN");
+    // It holds no code, no token and no text.
+    for (const secret of [room.code, room.a, room.b, "xxxx"]) expect(page.text).not.toContain(secret);
+  });
+
   it("healthz and readyz answer 200 while the store answers", async () => {
     expect((await target().client.call("GET", "/healthz")).body).toEqual({ ok: true });
     expect((await target().client.call("GET", "/readyz")).body).toEqual({ ready: true });

@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { ERRORS } from "@duet/protocol";
 import type { Reply } from "../support/http-client";
-import { forEachTarget, type RelayTarget } from "../support/targets";
+import { TIMED_TARGETS, forEachTarget, type RelayTarget } from "../support/targets";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -152,7 +152,7 @@ describe("how a room ended: expiry", () => {
           expectEnded(await client.recv(room.code, room.a, 20_000), { reason: "idle_timeout" });
         });
       },
-      { env: { ROOM_IDLE_SECONDS: "2", ROOM_MAX_SECONDS: "60" } },
+      { env: { ROOM_IDLE_SECONDS: "2", ROOM_MAX_SECONDS: "60" }, kinds: TIMED_TARGETS },
     );
   });
 
@@ -174,7 +174,7 @@ describe("how a room ended: expiry", () => {
           expectEnded(await client.recv(room.code, room.b, 0), { reason: "hard_cap" });
         });
       },
-      { env: { ROOM_IDLE_SECONDS: "60", ROOM_MAX_SECONDS: "3" } },
+      { env: { ROOM_IDLE_SECONDS: "60", ROOM_MAX_SECONDS: "3" }, kinds: TIMED_TARGETS },
     );
   });
 });
@@ -192,7 +192,7 @@ describe("how long the reason is kept", () => {
         expectBare404(await client.status(room.code, room.a));
       });
     },
-    { env: { ROOM_ENDING_KEEP_SECONDS: "1" } },
+    { env: { ROOM_ENDING_KEEP_SECONDS: "1" }, kinds: TIMED_TARGETS },
   );
 });
 

@@ -1,4 +1,4 @@
-// The pages people open in a browser (the landing page and a join page) rendered by headless
+// The pages people open in a browser (the landing page, a join page, the stats page) rendered by headless
 // Chromium at a phone's width and a desktop's: the heading and the commands are visible, the
 // text is at least 14 px, nothing is cut off and the page never scrolls sideways.
 // Screenshots go to test/browser/screenshots/ (not committed) for a person to look at. And a
@@ -148,6 +148,8 @@ describe.each(WIDTHS)("at %i px wide", (width) => {
   };
 
   it("the landing page is readable", () => check("landing", "/", /^duet relay$/));
+
+  it("the stats page is readable", () => check("stats", "/v1/stats", /^duet relay stats$/));
 
   it("a join page is readable", async () => {
     const code = await openRoomCode();

@@ -311,8 +311,8 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     await client.close();
     expect(opened.share).toContain(`${opened.join_url.replace(/\/join\/.*$/, "")}/mcp`);
     const recipe = await (await fetch(`${base}/v1/api`)).text();
-    expect(recipe).toContain(`claude mcp add --transport http duet ${base}/mcp`);
-    expect(await (await fetch(`${base}/`)).text()).toContain(`claude mcp add --transport http duet ${base}/mcp`);
+    expect(recipe).toContain(`claude mcp add --transport http duet '${base}/mcp'`);
+    expect(await (await fetch(`${base}/`)).text()).toContain(`claude mcp add --transport http duet '${base}/mcp'`);
     const openapi = (await (await fetch(`${base}/v1/openapi.json`)).json()) as { info: { description: string } };
     expect(openapi.info.description).toContain("/mcp");
   });

@@ -42,7 +42,10 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     // Recovery is probed in a room of its own, outside the history.
     const probeRoom = await openRoomWithRetry(client, Date.now() + 10_000);
     const blackholeMs = 10_000;
-    const deadline = Date.now() + 60_000;
+    // A hang guard only: the traffic ends when every message is sent and received (about
+    // 30 s). At a load average of 25 a 60 s deadline cut it after 402 of 1,200 sends, and
+    // the last sends acknowledged before the cut were counted as never received.
+    const deadline = Date.now() + 150_000;
     // Steady traffic in the rooms, plus a prober doing every kind of call.
     const traffic = Promise.all(
       rooms.map((room) =>
@@ -143,7 +146,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     expect(statuses.get(503) ?? 0).toBeGreaterThan(0);
     expect(recoveredInMs).toBeLessThan(2000);
     expect(result.violations).toEqual([]);
-  }, 90_000);
+  }, 200_000);
 
   it("connections reset during sends: a retry with the same key resolves to exactly one id; without a key no send is stored twice", async () => {
     const { client } = target;

@@ -1,6 +1,7 @@
 // A small HTTP client for the behaviour suite. With several base URLs it sends each call to
 // the next node in turn, so consecutive steps land on different nodes.
 import { USER_AGENT, type JoinResponse, type OpenResponse } from "@duet/protocol";
+import { openApiViolations } from "./openapi-check";
 
 export interface Reply<T = any> {
   status: number;
@@ -46,7 +47,19 @@ export class TestClient {
     const response = await fetch(url, { method, headers, body, signal: options.signal });
     const text = await response.text();
     let parsed: unknown = text;
-    if ((response.headers.get("content-type") ?? "").includes("json")) parsed = JSON.parse(text);
+    if (text !== "" && (response.headers.get("content-type") ?? "").includes("json")) parsed = JSON.parse(text);
+    // Every answer must be one the OpenAPI document describes (support/openapi-check.ts).
+    const violations = await openApiViolations(
+      method,
+      url.pathname,
+      response.status,
+      response.headers.get("content-type"),
+      method === "HEAD" ? "" : text,
+    );
+    if (violations.length > 0)
+      throw new Error(
+        `${method} ${url.pathname} answered ${response.status}, which the OpenAPI document does not allow: ${violations.join("; ")}\n${text.slice(0, 300)}`,
+      );
     return { status: response.status, body: parsed as Reply<T>["body"], text, headers: response.headers };
   }
 

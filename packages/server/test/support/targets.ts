@@ -2,7 +2,6 @@
 // port: the in-process store, one node on Redis, three nodes sharing one Redis, a cluster,
 // one node on a Sentinel-managed Redis with write-ack (every change confirmed by every
 // replica), and the built server started as a separate process (black box).
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -11,20 +10,30 @@ import { loadConfig, type Config } from "../../src/config";
 import { createLogger } from "../../src/logger";
 import { startRelay, type RunningRelay } from "../../src/relay";
 import { TestClient } from "./http-client";
-import { killOnExit } from "@duet/testkit";
+import { FIXTURE_OF, type TargetKind, VARIABLE_OF, selectedTargets } from "./selection";
+import { spawnRelay } from "@duet/testkit";
 
-export type TargetKind = "memory" | "redis" | "redis-3-nodes" | "cluster" | "cluster-3-nodes" | "sentinel" | "process";
+export type { TargetKind } from "./selection";
 
-/** Targets the whole behaviour suite runs on. */
-export const BEHAVIOUR_TARGETS: TargetKind[] = [
-  "memory",
-  "redis",
-  "redis-3-nodes",
-  "cluster",
-  "cluster-3-nodes",
-  "sentinel",
-  "process",
-];
+/**
+ * Targets the whole behaviour suite runs on: every one, or those DUET_TARGETS names
+ * (`DUET_TARGETS=memory npx jest test/behaviour/rooms.test.ts`). A test that names its
+ * kinds (`forEachTarget(body, { kinds: ["redis"] })`) runs on those whatever DUET_TARGETS says.
+ */
+export const BEHAVIOUR_TARGETS: TargetKind[] = selectedTargets();
+
+/**
+ * Targets for the tests that wait out real seconds (room lifetimes, how long an ending is
+ * kept, a rate-limit window): the in-process store, one Redis, and three nodes on the
+ * Cluster. Each store implementation (memory, Lua) and each Redis topology (one server, a
+ * cluster, several nodes) still runs them, without the same seconds waited seven times;
+ * what the other targets add (Sentinel's write-ack, the process) does not touch the clock.
+ * Within DUET_TARGETS; when it names none of these, on the targets it names.
+ */
+const TIMED: TargetKind[] = ["memory", "redis", "cluster-3-nodes"];
+export const TIMED_TARGETS: TargetKind[] = BEHAVIOUR_TARGETS.some((kind) => TIMED.includes(kind))
+  ? BEHAVIOUR_TARGETS.filter((kind) => TIMED.includes(kind))
+  : BEHAVIOUR_TARGETS;
 
 export interface RelayTarget {
   kind: TargetKind;
@@ -43,6 +52,7 @@ const TEST_DEFAULTS: Record<string, string> = {
   PORT: "0",
   RATE_LIMIT_REQUESTS: "0",
   RATE_LIMIT_ROOMS: "0",
+  ROOMS_PER_IP: "0",
   // Tests read the tally right after the change they count.
   STATS_CACHE_MS: "0",
   LOG_LEVEL: "info",
@@ -52,6 +62,12 @@ const TEST_DEFAULTS: Record<string, string> = {
 export const uniquePrefix = () => `t${process.pid}-${randomBytes(4).toString("hex")}:`;
 
 export async function startTarget(kind: TargetKind, env: Record<string, string> = {}): Promise<RelayTarget> {
+  const fixture = FIXTURE_OF[kind];
+  if (fixture && !process.env[VARIABLE_OF[fixture]] && !env[VARIABLE_OF[fixture]])
+    throw new Error(
+      `the ${kind} target needs ${VARIABLE_OF[fixture]}, which the global setup sets only for files that name the target ` +
+        `(forEachTarget, "${kind}" as a string, or process.env.${VARIABLE_OF[fixture]}): see test/support/selection.ts`,
+    );
   const onCluster = kind.startsWith("cluster");
   const onSentinel = kind === "sentinel";
   const fullEnv = {
@@ -106,41 +122,17 @@ const MAIN_JS = join(__dirname, "../../dist/main.js");
 /** The built server as its own process: what `pnpm start` runs. */
 async function startProcessTarget(env: Record<string, string>): Promise<RelayTarget> {
   if (!existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: run 'pnpm build' first`);
-  const child = spawn(process.execPath, [MAIN_JS], {
-    env: { PATH: process.env.PATH!, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  killOnExit(child);
-  let output = "";
-  child.stdout.on("data", (chunk) => (output += chunk));
-  child.stderr.on("data", (chunk) => (output += chunk));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 15_000);
-    const check = () => {
-      const match = /"url":"([^"]+)"[^\n]*"msg":"listening"/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        child.stdout.off("data", check);
-        resolve(match[1]!);
-      }
-    };
-    child.stdout.on("data", check);
-    child.once("exit", (code) => reject(new Error(`server exited with ${code}:\n${output}`)));
-  });
-  await waitUntilReady(url);
+  const relay = await spawnRelay({ main: MAIN_JS, env: { PATH: process.env.PATH!, ...env } });
+  await waitUntilReady(relay.url);
   return {
     kind: "process",
-    process: child,
-    client: new TestClient([url]),
+    process: relay.child,
+    client: new TestClient([relay.url]),
     config: loadConfig(env),
     nodes: [],
-    logs: () => output,
-    close: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
-      }),
+    logs: relay.logs,
+    // No SIGKILL: a relay that does not drain and exit on SIGTERM fails the test by its timeout.
+    close: () => relay.stop(Number.POSITIVE_INFINITY),
   };
 }
 

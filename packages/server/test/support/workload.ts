@@ -180,6 +180,15 @@ export async function holdRecv(
   }
 }
 
+/** A call as a client makes it: a 503 (a node shedding load, a slow store) is retried after its Retry-After. */
+export async function asClient<T extends { status: number; headers: Headers }>(call: () => Promise<T>): Promise<T> {
+  for (;;) {
+    const reply = await call();
+    if (reply.status !== 503) return reply;
+    await sleep(Number(reply.headers.get("retry-after") ?? 1) * 1000);
+  }
+}
+
 export const median = (values: number[]) => {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((x, y) => x - y);

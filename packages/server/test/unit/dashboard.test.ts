@@ -22,3 +22,47 @@ it("every duet_* series the dashboard queries exists in /metrics", async () => {
   expect(queried.size).toBeGreaterThan(8);
   for (const series of queried) expect({ series, exported: names.has(series) }).toEqual({ series, exported: true });
 });
+
+describe("the dashboard answers an operator's questions", () => {
+  const dashboard = JSON.parse(readFileSync(join(__dirname, "../../../../infra/grafana/duet-dashboard.json"), "utf8"));
+  const panels: { type: string; title: string; description?: string; targets?: { expr: string }[] }[] =
+    dashboard.panels.filter((p: { type: string }) => p.type !== "row");
+  const exprs = (p: (typeof panels)[number]) => (p.targets ?? []).map((t) => t.expr);
+  const all = panels.flatMap(exprs);
+
+  it("every panel says what it shows, and plots rates or counts per interval, never both", () => {
+    for (const p of panels) {
+      expect({ panel: p.title, described: (p.description ?? "").length > 20 }).toEqual({
+        panel: p.title,
+        described: true,
+      });
+      const kinds = new Set(exprs(p).flatMap((e) => [...e.matchAll(/\b(rate|increase)\(/g)].map((m) => m[1])));
+      expect({ panel: p.title, kinds: kinds.size <= 1 }).toEqual({ panel: p.title, kinds: true });
+    }
+  });
+
+  it("shows scrape health, open streams, CPU, file descriptors and the store's gauges", () => {
+    for (const series of [
+      /\bup\{/,
+      /duet_streams_open/,
+      /duet_process_cpu_seconds_total/,
+      /duet_process_open_fds/,
+      /duet_store_rooms_open/,
+    ]) {
+      expect({ series: String(series), shown: all.some((e) => series.test(e)) }).toEqual({
+        series: String(series),
+        shown: true,
+      });
+    }
+  });
+
+  it("answer times leave out the calls that wait, and traffic leaves out scrapes and probes", () => {
+    for (const e of all.filter((x) => x.includes("duet_http_request_duration_seconds"))) {
+      expect(e).toMatch(/route=~"[^"]*\/v1\/send/);
+      expect(e).not.toMatch(/\/v1\/recv|\/v1\/status|\/v1\/stream|route!=/);
+    }
+    for (const e of all.filter((x) => /rate\(duet_http_requests_total/.test(x))) {
+      expect(e).toContain('route!~"/metrics|/healthz|/readyz"');
+    }
+  });
+});

@@ -1,6 +1,6 @@
 // GET / (the landing page) and the downloads an agent fetches from the relay (the CLI in one
 // file and the skill), through supertest. The built bundle itself is run end to end in
-// packages/client/test/e2e/bundle.e2e.test.ts.
+// packages/client/test/integration/bundle.test.ts.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -41,7 +41,7 @@ describe("GET /", () => {
     expect(reply.headers.vary).toMatch(/Accept/);
     expect(reply.text).toMatch(/^# duet relay\n\nduet is a temporary, private relay between exactly two agents/);
     for (const link of LINKS) expect(reply.text).toContain(`(${link})`);
-    expect(reply.text).toContain(`curl -fsSO ${BASE}/v1/cli/duet.cjs && node duet.cjs join <join address>`);
+    expect(reply.text).toContain(`curl -fsSO '${BASE}/v1/cli/duet.cjs' && node duet.cjs join '<join address>'`);
     expect(reply.text).toContain("Rooms end after 30 minutes idle");
   });
 
@@ -55,7 +55,7 @@ describe("GET /", () => {
     expect(reply.text).toContain("<h1>duet relay</h1>");
     for (const link of LINKS) expect(reply.text).toContain(`<a href="${link}">`);
     expect(reply.text).toContain(
-      `curl -fsSO ${BASE}/v1/cli/duet.cjs &amp;&amp; node duet.cjs join &lt;join address&gt;`,
+      `curl -fsSO &#39;${BASE}/v1/cli/duet.cjs&#39; &amp;&amp; node duet.cjs join '&lt;join address&gt;'`,
     );
   });
 
@@ -121,7 +121,7 @@ describe("the share block, the join page and the recipe", () => {
     const app = appWith(publicDir);
     const opened = await request(app).post("/v1/open").set("User-Agent", "duet/0.1").send({});
     const joinUrl = `${BASE}/join/${opened.body.code}`;
-    const line = `curl -fsSO ${BASE}/v1/cli/duet.cjs && node duet.cjs join ${joinUrl}`;
+    const line = `curl -fsSO '${BASE}/v1/cli/duet.cjs' && node duet.cjs join '${joinUrl}'`;
     expect(opened.body.share.split("\n")).toContain(`No duet CLI? With Node 20: ${line}`);
     expect(opened.body.share).not.toContain(opened.body.token);
 
@@ -129,7 +129,7 @@ describe("the share block, the join page and the recipe", () => {
     expect(markdown.text).toContain(`\`${line}\``);
     expect(markdown.text).toContain(`${BASE}/v1/skill.md`);
     const html = await request(app).get(`/join/${opened.body.code}`).set("Accept", "text/html");
-    expect(html.text).toContain(`<code>${line.replace(/&/g, "&amp;")}</code>`);
+    expect(html.text).toContain(`<code>${line.replace(/&/g, "&amp;").replace(/'/g, "&#39;")}</code>`);
 
     const recipe = await request(app).get("/v1/api");
     expect(recipe.text).toContain("`GET /v1/cli/duet.cjs`");

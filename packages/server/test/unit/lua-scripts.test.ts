@@ -35,3 +35,10 @@ describe.each(scripts)("%s", (file) => {
     expect(expanded.match(/return nil, -\d/g)).toBeNull();
   });
 });
+
+it("docs/redis.md's script table has one row per script, and names no other", () => {
+  const doc = readFileSync(join(__dirname, "../../../../docs/redis.md"), "utf8");
+  const table = doc.slice(doc.indexOf("| Script | Does, atomically |"));
+  const rows = [...table.matchAll(/^\| `([a-z0-9-]+)` \|/gm)].map(([, name]) => `${name}.lua`);
+  expect(rows.sort()).toEqual([...scripts].sort());
+});

@@ -9,7 +9,7 @@ import {
   type RoomEnding,
   type Seat,
 } from "@duet/protocol";
-import { apiError, roomEndedError } from "../../errors.js";
+import { apiError, roomEndedError, storeFullError, tooManyRoomsError } from "../../errors.js";
 import { LocalWakeupBus } from "../../realtime/local-wakeups.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken, tokenHashesEqual } from "../credentials.js";
 import {
@@ -21,6 +21,7 @@ import {
   type SeatCredentials,
   type SeatGrant,
   type SendInput,
+  type StoreBudget,
   type StoreTally,
 } from "../room-store.js";
 
@@ -42,8 +43,18 @@ interface Room {
   pendingBytes: number;
   /** "<seat>:<key>" -> id and text digest of the send that first used the key. */
   idempotency: Map<string, { id: string; digest: string }>;
+  /** What the idempotency entries weigh, in the store's budget. */
+  idempotencyBytes: number;
   e2e: boolean;
+  /** The opener's address, when its rooms are counted. */
+  owner?: string;
 }
+
+// What the budget counts for a room and an ending besides their text: their fields, maps and
+// token hashes, rounded up.
+const ROOM_BYTES = 1024;
+const ENDING_BYTES = 256;
+const idempotencyEntryBytes = (key: string) => 2 * key.length + 96;
 
 /** What is left of a room after it ended, for endingKeepMs: enough to tell its seats how. */
 interface Ending {
@@ -66,11 +77,20 @@ export class MemoryRoomStore implements RoomStore {
   private readonly endingKeepMs: number;
   private readonly tally = { sessions: 0, paired: 0, messages: 0, bytes: 0, closed: 0 };
   private readonly sweeper: NodeJS.Timeout;
+  /** Each owner's live rooms: code -> the room's hard deadline. */
+  private readonly owners = new Map<string, Map<string, number>>();
+  /** Bytes held, as the budget counts them. */
+  private used = 0;
+  private readonly roomsPerOwner: number;
+  private readonly maxBytes: number;
 
   constructor(
     private readonly lifetimes: RoomLifetimes,
     private readonly now: () => number = Date.now,
+    budget: StoreBudget = {},
   ) {
+    this.roomsPerOwner = budget.roomsPerOwner ?? 0;
+    this.maxBytes = budget.maxBytes ?? Number.POSITIVE_INFINITY;
     this.endingKeepMs = lifetimes.endingKeepMs ?? DEFAULT_ENDING_KEEP_MS;
     // Expired rooms are also dropped on access; the sweep only frees their memory.
     this.sweeper = setInterval(() => this.sweep(), 10_000);
@@ -79,13 +99,22 @@ export class MemoryRoomStore implements RoomStore {
 
   private sweep(): void {
     for (const [code, room] of this.rooms) if (room.expiresAt <= this.now()) this.expireRoom(code, room);
-    for (const [code, ending] of this.endings) if (ending.keptUntil <= this.now()) this.endings.delete(code);
+    for (const [code, ending] of this.endings) {
+      if (ending.keptUntil > this.now()) continue;
+      this.endings.delete(code);
+      this.used -= ENDING_BYTES;
+    }
   }
 
   private endRoom(code: string, room: Room, ending: Omit<Ending, "tokenHashes" | "keptUntil">): void {
     this.rooms.delete(code);
-    if (this.endingKeepMs > 0)
+    this.used -= ROOM_BYTES + room.pendingBytes + room.idempotencyBytes;
+    const owned = room.owner === undefined ? undefined : this.owners.get(room.owner);
+    if (owned?.delete(code) && owned.size === 0) this.owners.delete(room.owner!);
+    if (this.endingKeepMs > 0) {
       this.endings.set(code, { ...ending, tokenHashes: room.tokenHashes, keptUntil: ending.at + this.endingKeepMs });
+      this.used += ENDING_BYTES;
+    }
     this.wakeups.publish(code, "closed");
   }
 
@@ -145,7 +174,25 @@ export class MemoryRoomStore implements RoomStore {
     return Math.max(0, room.expiresAt - this.now());
   }
 
-  async openRoom(options: { e2e?: boolean } = {}): Promise<SeatGrant> {
+  /** Refuses an owner that holds its budget of live rooms; returns its rooms' map. */
+  private ownerRooms(owner: string): Map<string, number> {
+    let rooms = this.owners.get(owner);
+    if (!rooms) {
+      rooms = new Map();
+      this.owners.set(owner, rooms);
+    }
+    const now = this.now();
+    for (const [code, deadline] of rooms) if (deadline <= now || !this.findRoom(code)) rooms.delete(code);
+    if (rooms.size >= this.roomsPerOwner) {
+      const first = Math.min(...rooms.values());
+      throw tooManyRoomsError(this.roomsPerOwner, first - now);
+    }
+    return rooms;
+  }
+
+  async openRoom(options: { e2e?: boolean; owner?: string } = {}): Promise<SeatGrant> {
+    const owned = options.owner !== undefined && this.roomsPerOwner > 0 ? this.ownerRooms(options.owner) : undefined;
+    if (this.used + ROOM_BYTES > this.maxBytes) throw storeFullError();
     let code = mintRoomCode();
     // A code is not minted again while its room's ending is still told.
     while (this.rooms.has(code) || this.endings.has(code)) code = mintRoomCode();
@@ -162,8 +209,12 @@ export class MemoryRoomStore implements RoomStore {
       inbox: { a: [], b: [] },
       pendingBytes: 0,
       idempotency: new Map(),
+      idempotencyBytes: 0,
       e2e: options.e2e === true,
+      owner: owned ? options.owner : undefined,
     });
+    owned?.set(code, hardDeadline);
+    this.used += ROOM_BYTES;
     this.tally.sessions++;
     return { code, seat: "a", token, expiresInMs: this.expiresIn(this.rooms.get(code)!), e2e: options.e2e === true };
   }
@@ -195,12 +246,16 @@ export class MemoryRoomStore implements RoomStore {
     const pending = room.inbox.a.length + room.inbox.b.length;
     if (pending >= MAX_PENDING_MESSAGES || room.pendingBytes + bytes > MAX_PENDING_BYTES)
       throw apiError("mailbox_full");
+    const keyBytes = keyField === undefined ? 0 : idempotencyEntryBytes(keyField);
+    if (this.used + bytes + keyBytes > this.maxBytes) throw storeFullError();
     // As send-8.lua: microseconds since the room opened, or one more than the last id.
     room.lastId = Math.max(room.lastId + 1, (this.now() - room.bornAt) * 1000);
     const id = String(room.lastId);
     const recipient = peerOf(seat);
     room.inbox[recipient].push({ id, text: input.text, bytes });
     room.pendingBytes += bytes;
+    room.idempotencyBytes += keyBytes;
+    this.used += bytes + keyBytes;
     if (keyField !== undefined) room.idempotency.set(keyField, { id, digest: input.textDigest ?? "" });
     this.tally.messages++;
     this.tally.bytes += bytes;
@@ -226,6 +281,7 @@ export class MemoryRoomStore implements RoomStore {
       if (wanted.has(message.id)) {
         acked++;
         room.pendingBytes -= message.bytes;
+        this.used -= message.bytes;
       } else {
         kept.push(message);
       }

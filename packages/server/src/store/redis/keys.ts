@@ -78,6 +78,15 @@ export class RedisKeys {
     return `${this.prefix}${this.tag(code)}:${code}:wake`;
   }
 
+  /**
+   * The rooms a client address opened and that may still be live: a sorted set, code -> the
+   * room's hard deadline (ms). One key per address, in no room's slot: claim-1.lua is its
+   * only writer, and never touches a room's keys.
+   */
+  clientRooms(address: string): string {
+    return `${this.prefix}client:${address}`;
+  }
+
   /** Prefix of the rate limiter's keys. */
   rateLimit(name: string): string {
     return `${this.prefix}rl:${name}:`;

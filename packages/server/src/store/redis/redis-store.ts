@@ -10,7 +10,7 @@ import {
   type RoomEnding,
   type Seat,
 } from "@duet/protocol";
-import { ApiError, apiError, roomEndedError } from "../../errors.js";
+import { ApiError, apiError, roomEndedError, tooManyRoomsError } from "../../errors.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken } from "../credentials.js";
 import {
   DEFAULT_ENDING_KEEP_MS,
@@ -21,6 +21,7 @@ import {
   type SeatCredentials,
   type SeatGrant,
   type SendInput,
+  type StoreBudget,
   type StoreTally,
   type WakeupBus,
 } from "../room-store.js";
@@ -44,6 +45,7 @@ export const Refusal = {
   mailboxFull: -6,
   notAnEnvelope: -7,
   unread: -8,
+  tooManyRooms: -9,
 } as const;
 
 const REFUSED: Record<number, () => ApiError> = {
@@ -97,6 +99,8 @@ export interface RedisStoreOptions {
   writeAck?: WriteAck;
   /** Called once on close (stops the subscriber's heartbeat). */
   onClose?: () => void;
+  /** Live rooms per owner (roomsPerOwner); maxBytes does not apply (Redis's maxmemory does). */
+  budget?: StoreBudget;
 }
 
 export class RedisRoomStore implements RoomStore {
@@ -111,8 +115,10 @@ export class RedisRoomStore implements RoomStore {
   private readonly operationTimeoutMs: number;
   private readonly writeAck?: WriteAcknowledger;
   private readonly onClose?: () => void;
+  private readonly roomsPerOwner: number;
 
   constructor(options: RedisStoreOptions) {
+    this.roomsPerOwner = options.budget?.roomsPerOwner ?? 0;
     const ack = options.writeAck;
     this.writeAck = ack && ack.replicas !== 0 ? new WriteAcknowledger(ack) : undefined;
     this.onClose = options.onClose;
@@ -147,11 +153,37 @@ export class RedisRoomStore implements RoomStore {
     return this.writeAck.change<T>(name, args);
   }
 
-  openRoom(options: { e2e?: boolean } = {}): Promise<SeatGrant> {
+  /**
+   * Counts a room against its owner's budget of live rooms (claim-1.lua), or throws 429
+   * too_many_rooms. A room closed or idle-expired before its hard cap still counts until it
+   * is found gone here: only then, with the budget spent, are the owner's rooms looked up
+   * (one EXISTS each, at most the budget) and the gone ones dropped, in the same script call
+   * that claims the new one.
+   */
+  private async claimRoom(owner: string, code: string): Promise<void> {
+    const key = this.keys.clientRooms(owner);
+    const claim = (...gone: string[]) => this.client.duetClaim(key, code, this.maxMs, this.roomsPerOwner, ...gone);
+    let [status, retryMs] = await claim();
+    if (status !== Refusal.tooManyRooms) return;
+    const codes = await this.client.zrange(key, "0", "-1");
+    const live = await Promise.all(codes.map((held) => this.client.exists(this.keys.room(held)[0])));
+    const gone = codes.filter((_, i) => live[i] === 0);
+    if (gone.length > 0) [status, retryMs] = await claim(...gone);
+    if (status === Refusal.tooManyRooms) throw tooManyRoomsError(this.roomsPerOwner, Number(retryMs));
+  }
+
+  /** Gives a claimed code back (its room was never opened). */
+  private async unclaimRoom(owner: string, code: string): Promise<void> {
+    await this.client.duetClaim(this.keys.clientRooms(owner), "", this.maxMs, this.roomsPerOwner, code);
+  }
+
+  openRoom(options: { e2e?: boolean; owner?: string } = {}): Promise<SeatGrant> {
+    const owner = this.roomsPerOwner > 0 ? options.owner : undefined;
     return this.run(async () => {
       // 60-bit codes collide about never; the script still refuses a code in use.
       for (;;) {
         const code = mintRoomCode();
+        if (owner !== undefined) await this.claimRoom(owner, code);
         const token = mintSeatToken();
         const expiresInMs = await this.change<number>("duetOpen", [
           ...this.keys.room(code),
@@ -162,7 +194,11 @@ export class RedisRoomStore implements RoomStore {
           this.endingKeepMs,
           options.e2e ? "1" : "0",
         ]);
-        if (expiresInMs === Refusal.codeInUse) continue; // a live or recently ended room's code
+        if (expiresInMs === Refusal.codeInUse) {
+          // a live or recently ended room's code
+          if (owner !== undefined) await this.unclaimRoom(owner, code);
+          continue;
+        }
         if (expiresInMs < 0) throw refused(expiresInMs);
         return { code, seat: "a", token, expiresInMs, e2e: options.e2e === true };
       }

@@ -29,6 +29,7 @@ declare module "ioredis" {
     duetStatus(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
     duetClose(...keysThenArgs: Arg[]): Result<number, Context>;
     duetEnding(...keysThenArgs: Arg[]): Result<(string | number)[], Context>;
+    duetClaim(...keysThenArgs: Arg[]): Result<[number, number?], Context>;
   }
 }
 
@@ -41,6 +42,7 @@ const SCRIPTS = {
   duetStatus: { file: "status-7.lua", numberOfKeys: 7 },
   duetClose: { file: "close-8.lua", numberOfKeys: 8 },
   duetEnding: { file: "ending-1.lua", numberOfKeys: 1 },
+  duetClaim: { file: "claim-1.lua", numberOfKeys: 1 },
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -8,3 +8,4 @@ local KEY_CONFLICT = -5    -- send: the idempotency key was used for another tex
 local MAILBOX_FULL = -6    -- send: the room's pending messages or bytes would pass the limit: 429
 local NOT_AN_ENVELOPE = -7 -- send: plain text in an end-to-end encrypted room: 400 e2e_required
 local UNREAD = -8          -- close without force: messages are still pending: 409 unread
+local TOO_MANY_ROOMS = -9  -- claim: the address holds its budget of live rooms: 429 too_many_rooms

@@ -11,7 +11,7 @@ import { runRecipe } from "../support/openssl-recipe";
 import { runCli, startCli, startRedis, startRelay, temporaryDir, type RelayProcess } from "../support/processes";
 
 // Each CLI step starts a Node process: seconds when test runs share two cores. The timeout
-// only guards against a hang (as in cli.e2e.test.ts).
+// only guards against a hang (as in cli.test.ts).
 jest.setTimeout(180_000);
 
 interface StateFile {

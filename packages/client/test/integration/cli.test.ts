@@ -256,11 +256,11 @@ describe("duet CLI, two agents through the real relay", () => {
 
     const { stdout: lonely } = await carol.run(["open"]);
     carol.rememberTokens();
-    const started = Date.now();
+    // Without --timeout, watch would wait for a message that never comes: exit 9 and the
+    // timeout error are the timeout's doing (no wall-clock bound: one took 8.2 s under load).
     const quiet = await carol.run(["--json", "watch", "--count", "1", "--timeout", "800"]);
     expect(quiet.code).toBe(9);
     expect(JSON.parse(quiet.stderr)).toMatchObject({ error: "timeout", exit_code: 9 });
-    expect(Date.now() - started).toBeLessThan(5000);
     expect((await carol.run(["close"])).code).toBe(0);
     expect(lonely).toContain("duet room");
 

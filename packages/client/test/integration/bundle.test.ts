@@ -12,6 +12,10 @@ import { ROOT, startRelay, type RelayProcess } from "../support/processes";
 
 const run = promisify(execFile);
 
+// Each step starts a Node process: seconds when test runs share two cores (one CI run under
+// a load average of 20 took the conversation past 30 s). The timeout only guards a hang.
+jest.setTimeout(180_000);
+
 describe("the CLI bundle served by the relay", () => {
   let relay: RelayProcess;
   let workDir: string;
@@ -80,11 +84,12 @@ describe("the CLI bundle served by the relay", () => {
 
     // Bob follows the share block's one line: fetch the CLI from the relay, join with node.
     const line = share.split("\n").find((text) => text.includes("curl -fsSO"));
-    const command = /curl -fsSO (\S+) && node duet\.cjs (join \S+)$/.exec(line ?? "");
+    // Each URL of the line is single-quoted (docs/protocol.md §5.1).
+    const command = /curl -fsSO '([^']+)' && node duet\.cjs join '([^']+)'$/.exec(line ?? "");
     expect(command).not.toBeNull();
     await bob.download(command![1]!);
     expect(existsSync(join(bob.dir, "node_modules"))).toBe(false);
-    const joined = await bob.duet(command![2]!.split(" "));
+    const joined = await bob.duet(["join", command![2]!]);
     expect(joined).toMatchObject({ code: 0, stdout: expect.stringContaining(`Joined room ${code} as seat b`) });
 
     expect(await bob.duet(["send", "hello from a downloaded CLI"])).toMatchObject({ code: 0 });

@@ -1,0 +1,204 @@
+#!/usr/bin/env node
+// duet's gates: what `pnpm check`, `pnpm test` and CI (.ci/run) run, as lanes of steps.
+//
+//   node infra/scripts/gate.mjs check   typecheck, lint, unit tests, the behaviour suite on the
+//                                       in-process store, one Redis and three nodes on the Cluster
+//   node infra/scripts/gate.mjs test    every package's tests (pnpm test, the README's command)
+//   node infra/scripts/gate.mjs ci      typecheck, lint and every test on Node 24 (the image's
+//                                       runtime, DUET_NODE24_DIR), plus the Node 20 lane
+//
+// Every plan builds first, then runs its lanes at once; the steps of a lane run one after
+// the other, and a failed step does not stop the others (the run fails at the end). Lanes are
+// split where they share nothing: each test run starts its own Redis servers, relays and
+// nginx on ports of its own, and only deploy-tests uses the Docker engine. Each output line
+// comes as it is written, after its lane's name; at the end, every step with its time and
+// the machine's load average. Where a new kind of test goes: CONTRIBUTING.md.
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
+import { delimiter, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** The behaviour targets of `pnpm check` (packages/server/test/support/selection.ts names them all). */
+export const CHECK_TARGETS = "memory,redis,cluster-3-nodes";
+
+const step = (name, command, env = {}) => ({ name, command, env });
+
+/** Every package's tests but the server's and deploy-tests' (protocol, client, bench, and any new one). */
+const otherPackages = step(
+  "protocol, client, bench tests",
+  "pnpm -r --filter '!@duet/server' --filter '!@duet/deploy-tests' --workspace-concurrency=1 --no-bail test",
+);
+// The server's tests in two runs: the fault-injection tests last, when the other lanes have
+// mostly finished, so their timing is not shared with the rest of the gate's load.
+const serverTests = [
+  step(
+    "server tests but reliability (unit, behaviour on every target, integration, browser)",
+    "pnpm --filter @duet/server exec jest --testPathPatterns '^(?!.*test/reliability/)'",
+  ),
+  step(
+    "server reliability tests (faults, fuzzing, properties, security)",
+    "pnpm --filter @duet/server exec jest test/reliability",
+  ),
+];
+const deployTests = step(
+  "deploy-tests (topology through nginx, pnpm start, compose on Docker)",
+  "pnpm --filter @duet/deploy-tests test",
+);
+const typecheck = step("typecheck", "pnpm -r --silent typecheck");
+const lint = step("lint (Biome, deployment files, OpenAPI)", "pnpm -s lint");
+const prerequisites = (env = {}) => step("test prerequisites", "node infra/scripts/test-prerequisites.mjs", env);
+
+const PLANS = {
+  check: {
+    first: [
+      step("build", "pnpm -r --silent build"),
+      // Only what these tests need: no browser, no Docker engine.
+      prerequisites({ DUET_BROWSER_TESTS: "off", DUET_COMPOSE_TEST: "off" }),
+    ],
+    lanes: {
+      static: [typecheck, lint],
+      unit: [
+        step(
+          "protocol and client unit tests",
+          "pnpm --filter @duet/protocol test && pnpm --filter @duet/client test:unit",
+        ),
+      ],
+      server: [
+        step(`server unit and behaviour tests (${CHECK_TARGETS})`, "pnpm --filter @duet/server test:check", {
+          DUET_TARGETS: CHECK_TARGETS,
+        }),
+      ],
+    },
+  },
+  test: {
+    first: [step("build", "pnpm -r --silent build"), prerequisites()],
+    lanes: { server: serverTests, deploy: [deployTests], packages: [otherPackages] },
+  },
+  ci: {
+    first: [step("build", "pnpm -r --silent build"), prerequisites()],
+    lanes: {
+      // Node 24, the runtime of the image: everything.
+      server: serverTests.map((s) => ({ ...s, node24: true })),
+      deploy: [{ ...deployTests, node24: true }],
+      packages: [typecheck, lint, { ...otherPackages, node24: true }],
+      // Node 20 while these machines ship it: what runs on a user's machine (the SDK and the
+      // CLI, every test of the client) and the relay's contract on the stores, the Cluster
+      // and as its own process (`pnpm start` works on 20 too).
+      // The server first: the client's tests then overlap less with the packages lane's.
+      node20: [
+        step(`server unit and behaviour tests (${CHECK_TARGETS},process)`, "pnpm --filter @duet/server test:check", {
+          DUET_TARGETS: `${CHECK_TARGETS},process`,
+        }),
+        step("protocol and client tests", "pnpm --filter @duet/protocol test && pnpm --filter @duet/client test"),
+      ],
+    },
+  },
+};
+
+const started = Date.now();
+const scratch = mkdtempSync(join(tmpdir(), "duet-gate-"));
+process.on("exit", () => rmSync(scratch, { recursive: true, force: true }));
+
+/** The children's user + system seconds from the second line of bash's `times` ("0m12.5s 0m1.2s"). */
+function cpuSeconds(file) {
+  try {
+    const children = readFileSync(file, "utf8").trim().split("\n")[1] ?? "";
+    return [...children.matchAll(/(\d+)m([\d.]+)s/g)].reduce((sum, [, m, s]) => sum + Number(m) * 60 + Number(s), 0);
+  } catch {
+    return Number.NaN; // the step was killed before it could write them
+  }
+}
+const since = (t) => `${Math.round((Date.now() - t) / 1000)} s`;
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(", ");
+const say = (line) => process.stdout.write(`${line}\n`);
+
+/** The PATH and version of the Node a step runs on: this one, or Node 24 from DUET_NODE24_DIR. */
+function nodeFor(stepSpec) {
+  if (!stepSpec.node24) return { path: process.env.PATH, version: process.version };
+  const dir = process.env.DUET_NODE24_DIR;
+  if (!dir) throw new Error("the ci plan runs Node 24 from DUET_NODE24_DIR (a directory holding its node binary)");
+  const version = spawnSync(join(dir, "node"), ["--version"], { encoding: "utf8" }).stdout?.trim();
+  if (!version?.startsWith("v24.")) throw new Error(`${join(dir, "node")} is not Node 24 (${version || "no answer"})`);
+  return { path: `${dir}${delimiter}${process.env.PATH}`, version };
+}
+
+/**
+ * Runs one step; every line of its output goes out after `[lane]`. Resolves with its result,
+ * its CPU seconds among them: user + system time of every process it waited for (bash's
+ * `times`; a Docker build runs in dockerd and is not counted).
+ */
+function run(lane, stepSpec) {
+  const { path, version } = nodeFor(stepSpec);
+  const t = Date.now();
+  const label = `${stepSpec.name} (Node ${version.slice(1)})`;
+  const timesFile = join(scratch, `${lane}-${t}.times`);
+  say(`[${lane}] ▶ ${label}`);
+  return new Promise((done) => {
+    const script = `${stepSpec.command}\nrc=$?\ntimes > ${JSON.stringify(timesFile)}\nexit $rc`;
+    const child = spawn("bash", ["-c", script], {
+      cwd: ROOT,
+      env: { ...process.env, ...stepSpec.env, PATH: path },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    for (const stream of [child.stdout, child.stderr]) {
+      let pending = "";
+      stream.on("data", (chunk) => {
+        const lines = (pending + chunk).split("\n");
+        pending = lines.pop();
+        for (const line of lines) if (line.trim()) say(`[${lane}] ${line}`);
+      });
+      stream.on("end", () => pending.trim() && say(`[${lane}] ${pending}`));
+    }
+    child.on("close", (code, signal) => {
+      const ok = code === 0;
+      const cpu = cpuSeconds(timesFile);
+      say(
+        `[${lane}] ${ok ? "✓" : "✗"} ${label}: ${ok ? "passed" : `failed (${code ?? signal})`} in ${since(t)}, ${Math.round(cpu)} CPU-s`,
+      );
+      done({ lane, label, ok, seconds: (Date.now() - t) / 1000, cpu });
+    });
+  });
+}
+
+async function main() {
+  const name = process.argv[2];
+  const plan = PLANS[name];
+  if (!plan) {
+    process.stderr.write(`usage: node infra/scripts/gate.mjs ${Object.keys(PLANS).join("|")}\n`);
+    return 2;
+  }
+  say(`== ${name}: ${availableParallelism()} CPUs, load average ${load()} (1, 5, 15 min)`);
+  const results = [];
+  for (const first of plan.first) {
+    const result = await run("setup", first);
+    results.push(result);
+    if (!result.ok) return summary(name, results); // nothing after it can run
+  }
+  const lanes = Object.entries(plan.lanes).map(async ([lane, steps]) => {
+    for (const s of steps) results.push(await run(lane, s));
+  });
+  // A heartbeat while lanes run, for logs that would otherwise be quiet for minutes.
+  const heartbeat = setInterval(() => say(`[gate] ${since(started)} so far, load average ${load()}`), 60_000);
+  await Promise.all(lanes);
+  clearInterval(heartbeat);
+  return summary(name, results);
+}
+
+function summary(name, results) {
+  const cpu = results.reduce((sum, r) => sum + (r.cpu || 0), 0);
+  const verdict = results.every((r) => r.ok) ? "passed" : "FAILED";
+  say(`\n== ${name}: ${verdict} in ${since(started)}, ${Math.round(cpu)} CPU-s, load average ${load()}`);
+  for (const r of results)
+    say(
+      `  ${r.ok ? "ok  " : "FAIL"} ${String(Math.round(r.seconds)).padStart(4)} s ${String(Math.round(r.cpu)).padStart(5)} CPU-s  [${r.lane}] ${r.label}`,
+    );
+  return results.every((r) => r.ok) ? 0 : 1;
+}
+
+process.exitCode = await main();

@@ -1,0 +1,90 @@
+// The Host header builds the addresses the relay prints when PUBLIC_URL is unset (every
+// behaviour target leaves it unset): only a well-formed host[:port] does, anything else is
+// 400; every shell line quotes the URLs it prints; the pages built from the request say that
+// no cache may keep them.
+import { request } from "node:http";
+import { forEachTarget } from "../support/targets";
+
+/** One request with a Host of our choosing (fetch will not send one). */
+function withHost(
+  url: string,
+  path: string,
+  host: string,
+  options: { method?: string; body?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; text: string; headers: Record<string, string | string[] | undefined> }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${url}${path}`,
+      { method: options.method ?? "GET", headers: { host, "user-agent": "duet/0.1", ...options.headers } },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res
+          .on("data", (chunk) => (text += chunk))
+          .on("end", () => resolve({ status: res.statusCode!, text, headers: res.headers }));
+      },
+    );
+    req.on("error", reject);
+    req.end(options.body);
+  });
+}
+
+const HOSTILE_HOSTS = ["x;id>/tmp/PWNED;", "x'y", "a b", "evil.example/x", "user@evil.example", "$(id)"];
+
+forEachTarget((target) => {
+  const url = () => target().nodes[0]?.url ?? target().client.baseUrls[0]!;
+
+  it("a Host that is not host[:port] is 400 wherever it would be printed, never echoed", async () => {
+    const code = (await target().client.open()).body.code as string;
+    for (const host of HOSTILE_HOSTS) {
+      for (const [method, path, body] of [
+        ["GET", `/join/${code}`],
+        ["GET", "/v1/api"],
+        ["GET", "/"],
+        ["GET", "/v1/openapi.json"],
+        ["POST", "/v1/open", "{}"],
+      ] as const) {
+        const reply = await withHost(url(), path, host, { method, body });
+        expect({ host, path, status: reply.status }).toEqual({ host, path, status: 400 });
+        expect(JSON.parse(reply.text)).toMatchObject({
+          error: "bad_request",
+          message: expect.stringMatching(/^The Host header/),
+        });
+        expect(reply.text).not.toContain(host);
+      }
+    }
+  });
+
+  it("prints a well-formed Host's addresses, each URL of a shell line in single quotes", async () => {
+    const port = new URL(url()).port;
+    const host = `relay-1.example:${port}`;
+    const opened = await withHost(url(), "/v1/open", host, { method: "POST", body: "{}" });
+    expect(opened.status).toBe(200);
+    const { code, join_url: joinUrl, share } = JSON.parse(opened.text);
+    expect(joinUrl).toBe(`http://${host}/join/${code}`);
+    const fetchLine = `curl -fsSO 'http://${host}/v1/cli/duet.cjs' && node duet.cjs join '${joinUrl}'`;
+    expect(share).toContain(fetchLine);
+    const page = await withHost(url(), `/join/${code}`, host);
+    expect(page.text).toContain(fetchLine);
+    expect(page.text).toContain(`curl -s -X POST 'http://${host}/v1/join' `);
+    expect(page.text).toContain(`duet join 'http://${host}/join/${code}'`);
+    const recipe = await withHost(url(), "/v1/api", host);
+    for (const line of recipe.text.split("\n").filter((l) => l.startsWith("curl "))) {
+      expect(line).toMatch(new RegExp(`^curl -sN? (?:-X POST )?'http://${host.replace(/\./g, "\\.")}/v1/`));
+    }
+    const landing = await withHost(url(), "/", host);
+    expect(landing.text).toContain(`claude mcp add --transport http duet 'http://${host}/mcp'`);
+  });
+
+  it("the pages built from the request carry Cache-Control: no-store", async () => {
+    const code = (await target().client.open()).body.code as string;
+    for (const path of [`/join/${code}`, "/v1/api", "/", "/v1/openapi.json"]) {
+      const reply = await target().client.call("GET", path);
+      expect({ path, status: reply.status, cache: reply.headers.get("cache-control") }).toEqual({
+        path,
+        status: 200,
+        cache: "no-store",
+      });
+    }
+  });
+});

@@ -1,0 +1,45 @@
+// The recipe (GET /v1/api) is src/http/recipe.md filled in: a snapshot of it for one base URL,
+// every placeholder known, and every URL on a shell line one single-quoted word.
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { MAX_PENDING_BYTES } from "@duet/protocol";
+import { fillTemplate, renderRecipe } from "../../src/http/recipe";
+
+const TEMPLATE = readFileSync(join(__dirname, "../../src/http/recipe.md"), "utf8");
+const settings = { baseUrl: "https://relay.example", idleMinutes: 30, maxMinutes: 30, endingKeepSeconds: 600 };
+
+describe("the recipe", () => {
+  it("is the template filled in (snapshot)", () => {
+    expect(renderRecipe(settings)).toMatchSnapshot();
+  });
+
+  it("leaves no placeholder, and refuses one it has no value for", () => {
+    expect(renderRecipe(settings)).not.toMatch(/\{\{/);
+    expect(() => fillTemplate("a {{nope}} b", {}, "x")).toThrow(/no value for \{\{nope\}\}/);
+  });
+
+  it("says the pending-bytes limit with MAX_PENDING_BYTES, not the text limit", () => {
+    expect(TEMPLATE).toMatch(/\| Unacked text per room, both directions together \| \{\{max_pending_bytes\}\} bytes/);
+    expect(renderRecipe(settings)).toContain(
+      `| Unacked text per room, both directions together | ${MAX_PENDING_BYTES.toLocaleString("en")} bytes`,
+    );
+  });
+
+  it("quotes every URL of its shell lines, so that a base URL never reaches a shell as anything else", () => {
+    // A base with a quote and shell syntax in it (as a PUBLIC_URL path could hold).
+    const base = "https://relay.example/o'brien;id";
+    const recipe = renderRecipe({ ...settings, baseUrl: base });
+    const curls = recipe.split("\n").filter((line) => /^curl /.test(line));
+    expect(curls.length).toBeGreaterThanOrEqual(8);
+    for (const line of curls) {
+      // bash reads the line's words back: the URL is one of them, whole.
+      const words = execFileSync("bash", ["-c", `set -- ${line.replace(/ \\$/, "")}; printf '%s\\n' "$@"`], {
+        encoding: "utf8",
+        env: { PATH: process.env.PATH!, TOKEN: "t" },
+      }).split("\n");
+      expect(words.some((word) => word.startsWith(`${base}/`))).toBe(true);
+    }
+    expect(recipe).toContain(`claude mcp add --transport http duet '${base.replace("'", "'\\''")}/mcp'`);
+  });
+});
