@@ -1,7 +1,8 @@
 // `pnpm --filter @duet/bench bench:write-ack`: the cost of REDIS_WRITE_ACK_REPLICAS. One
 // master with one replica (both redis-server on free ports, pinned beside the load
-// generator), two duet nodes on it, one with write-ack 0 and one with write-ack 1, and the
-// message cycle (send -> recv -> ack, both seats) run against each in interleaved rounds.
+// generator), three duet nodes on it, with write-ack 0, 1 and all (WAIT 1 and an INFO
+// replication per change: the price of counting the master's replicas), and the message
+// cycle (send -> recv -> ack, both seats) run against each in interleaved rounds.
 // Prints a table and writes results/write-ack.json and results/write-ack.md.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -34,7 +35,8 @@ async function main(): Promise<void> {
     ) {
       if (Date.now() > deadline) throw new Error("the replica never synced");
     }
-    const arms = { ack0: "0", ack1: "1" } as const;
+    const arms = { ack0: "0", ack1: "1", ackall: "all" } as const;
+    const names = Object.keys(arms);
     const origin: Record<string, string> = {};
     for (const [name, replicas] of Object.entries(arms)) {
       const server = await startServer(`duet ${name}`, "duet-node.js", {
@@ -49,12 +51,12 @@ async function main(): Promise<void> {
     }
     const results: Record<number, Record<string, CycleResult[]>> = {};
     for (const rooms of LEVELS) {
-      results[rooms] = { ack0: [], ack1: [] };
+      results[rooms] = { ack0: [], ack1: [], ackall: [] };
       for (let round = 0; round < ROUNDS; round++) {
-        // Alternate which arm goes first: neither always runs after the other's load.
-        const order = round % 2 === 0 ? ["ack0", "ack1"] : ["ack1", "ack0"];
+        // Rotate which arm goes first: none always runs after another's load.
+        const order = names.map((_, i) => names[(i + round) % names.length]!);
         for (const arm of order) {
-          const server = servers[arm === "ack0" ? 0 : 1]!;
+          const server = servers[names.indexOf(arm)]!;
           results[rooms]![arm]!.push(
             await runCycle(origin[arm]!, rooms, { warmupMs: smoke ? 200 : 500, measureMs: ROUND_MS, server }),
           );
@@ -77,22 +79,29 @@ async function main(): Promise<void> {
         rooms,
         ack0: summary("ack0"),
         ack1: summary("ack1"),
-        // Per-round ratios, then their median: each round's two runs saw the same noise.
+        ackall: summary("ackall"),
+        // Per-round ratios, then their median: each round's runs saw the same noise.
         throughputRatio: median(of("ack1").map((c, i) => c.messagesPerSecond / of("ack0")[i]!.messagesPerSecond)),
+        allThroughputRatio: median(of("ackall").map((c, i) => c.messagesPerSecond / of("ack1")[i]!.messagesPerSecond)),
+        allCpuRatio: median(
+          of("ackall").map(
+            (c, i) => (c.serverCpuUsPerMessage ?? Number.NaN) / (of("ack1")[i]!.serverCpuUsPerMessage ?? Number.NaN),
+          ),
+        ),
       };
     });
     const loadAfter = loadavg()[0]!;
     const fmt = (n: number, digits = 0) =>
       n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
     const md = [
-      `Message cycle (send -> recv -> ack, both seats) on one master with one replica, write-ack 0 vs 1 (WAIT 1 500 ms), median of ${ROUNDS} interleaved rounds of ${ROUND_MS / 1000} s.`,
+      `Message cycle (send -> recv -> ack, both seats) on one master with one replica, write-ack 0, 1 (WAIT 1 500 ms) and all (WAIT 1 and INFO replication), median of ${ROUNDS} interleaved rounds of ${ROUND_MS / 1000} s.`,
       `Run ${new Date().toISOString()}; 1-minute load average ${loadBefore.toFixed(2)} before, ${loadAfter.toFixed(2)} after (2 cores, shared).`,
       "",
-      "| rooms | write-ack 0 msg/s | write-ack 1 msg/s | ratio (1 / 0) | send->recv p50 ms (0 / 1) | p99 ms (0 / 1) | server CPU us per message (0 / 1) | errors (0 / 1) |",
-      "|---|---|---|---|---|---|---|---|",
+      "| rooms | msg/s (0 / 1 / all) | ratio 1 / 0 | ratio all / 1 | send->recv p50 ms (0 / 1 / all) | p99 ms (0 / 1 / all) | server CPU us per message (0 / 1 / all) | CPU ratio all / 1 | errors (0 / 1 / all) |",
+      "|---|---|---|---|---|---|---|---|---|",
       ...rows.map(
         (r) =>
-          `| ${r.rooms} | ${fmt(r.ack0.messagesPerSecond)} | ${fmt(r.ack1.messagesPerSecond)} | ${fmt(r.throughputRatio, 2)} | ${fmt(r.ack0.p50Ms, 2)} / ${fmt(r.ack1.p50Ms, 2)} | ${fmt(r.ack0.p99Ms, 2)} / ${fmt(r.ack1.p99Ms, 2)} | ${fmt(r.ack0.serverCpuUsPerMessage)} / ${fmt(r.ack1.serverCpuUsPerMessage)} | ${r.ack0.errors} / ${r.ack1.errors} |`,
+          `| ${r.rooms} | ${fmt(r.ack0.messagesPerSecond)} / ${fmt(r.ack1.messagesPerSecond)} / ${fmt(r.ackall.messagesPerSecond)} | ${fmt(r.throughputRatio, 2)} | ${fmt(r.allThroughputRatio, 2)} | ${fmt(r.ack0.p50Ms, 2)} / ${fmt(r.ack1.p50Ms, 2)} / ${fmt(r.ackall.p50Ms, 2)} | ${fmt(r.ack0.p99Ms, 2)} / ${fmt(r.ack1.p99Ms, 2)} / ${fmt(r.ackall.p99Ms, 2)} | ${fmt(r.ack0.serverCpuUsPerMessage)} / ${fmt(r.ack1.serverCpuUsPerMessage)} / ${fmt(r.ackall.serverCpuUsPerMessage)} | ${fmt(r.allCpuRatio, 2)} | ${r.ack0.errors} / ${r.ack1.errors} / ${r.ackall.errors} |`,
       ),
       "",
     ].join("\n");

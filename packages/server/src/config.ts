@@ -151,11 +151,22 @@ export const ConfigSchema = z
     ),
     // Acknowledged means replicated: with N > 0 a state change answers success only once
     // WAIT N confirms it reached N replicas, within the timeout (else 503).
-    REDIS_WRITE_ACK_REPLICAS: integer(0, 0, 64).describe(
-      "A state change (open, join, send, ack, close) answers success only once this many replicas have it (`WAIT`); else 503. `0`: as soon as the master has it. Set it to the number of replicas to lose nothing acknowledged in a failover.",
-    ),
+    REDIS_WRITE_ACK_REPLICAS: z
+      .string()
+      .trim()
+      .optional()
+      .transform((value, ctx): number | "all" => {
+        if (value === undefined || value === "") return 0;
+        if (value === "all") return "all";
+        if (/^[0-9]+$/.test(value) && Number(value) <= 64) return Number(value);
+        ctx.addIssue({ code: "custom", message: "must be `all` or a whole number from 0 to 64" });
+        return z.NEVER;
+      })
+      .describe(
+        "A state change (open, join, send, ack, close) answers success only once replicas have it (`WAIT`); else 503. `all`: every replica the master has right now, never fewer than one (a replica that left counts for 10 s more): nothing acknowledged is lost when one node fails, and after a failover changes resume as soon as the new master has a replica. A number: exactly that many replicas, whatever the master has. `0`: as soon as the master has it. docs/high-availability.md says what each promises.",
+      ),
     REDIS_WRITE_ACK_TIMEOUT_MS: integer(500, 1, 60_000).describe(
-      "How long a state change waits for `REDIS_WRITE_ACK_REPLICAS` replicas before it answers 503; below `REDIS_COMMAND_TIMEOUT_MS`.",
+      "How long a state change waits for its replicas (`REDIS_WRITE_ACK_REPLICAS`) before it answers 503; below `REDIS_COMMAND_TIMEOUT_MS`.",
     ),
     REDIS_KEY_PREFIX: optionalText
       .transform((v) => v ?? "duet:")
@@ -265,7 +276,7 @@ export const ConfigSchema = z
       if (env.REDIS_TLS)
         ctx.addIssue({ code: "custom", path: ["REDIS_TLS"], message: "not with REDIS_URL: use a rediss:// URL" });
     }
-    if (env.REDIS_WRITE_ACK_REPLICAS > 0) {
+    if (env.REDIS_WRITE_ACK_REPLICAS !== 0) {
       if (ways.length === 0)
         ctx.addIssue({
           code: "custom",
@@ -302,8 +313,8 @@ export interface RedisConfig {
   tls: boolean;
   keyPrefix: string;
   commandTimeoutMs: number;
-  /** Replicas WAIT must confirm before a state change answers success (0: none). */
-  writeAckReplicas: number;
+  /** Replicas WAIT must confirm before a state change answers success (0: none; "all": every one the master has). */
+  writeAckReplicas: number | "all";
   writeAckTimeoutMs: number;
 }
 

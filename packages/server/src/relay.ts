@@ -45,7 +45,12 @@ export function createStore(config: Config): StoreWiring {
     lifetimes,
     operationTimeoutMs: config.redis.commandTimeoutMs,
     writeAck: acked
-      ? { client: acked, replicas: config.redis.writeAckReplicas, timeoutMs: config.redis.writeAckTimeoutMs }
+      ? {
+          client: acked,
+          replicas: config.redis.writeAckReplicas,
+          timeoutMs: config.redis.writeAckTimeoutMs,
+          operationTimeoutMs: config.redis.commandTimeoutMs,
+        }
       : undefined,
     onClose: stop,
     budget,

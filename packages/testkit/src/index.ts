@@ -6,3 +6,5 @@ export * from "./redis-server.js";
 export * from "./redis-cluster.js";
 export * from "./redis-sentinel.js";
 export * from "./which.js";
+export * from "./netns.js";
+export * from "./netns-redis.js";

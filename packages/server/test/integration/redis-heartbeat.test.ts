@@ -1,7 +1,10 @@
-// The subscriber connection's heartbeat: a Redis that hangs (SIGSTOP) keeps the idle
-// subscriber's socket open for ever, and nothing else would notice. The heartbeat PINGs it
-// and drops the connection when no answer comes, so the client reconnects (with Sentinel:
-// to whichever master Sentinel names) and the wake-up bus resubscribes.
+// The connections' heartbeat: a Redis that hangs (SIGSTOP) keeps the idle subscriber's
+// socket open for ever, and nothing else would notice. The heartbeat PINGs it and drops the
+// connection when no answer comes, so the client reconnects (with Sentinel: to whichever
+// master Sentinel names) and the wake-up bus resubscribes. The command and write-ack
+// connections get it too: a command timeout fails the command, not the connection, and a
+// connection left to TCP's retransmission backoff after a partition serves again only
+// seconds after the network has healed.
 import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import type { Redis } from "ioredis";
 import { createRedisConnections, type RedisConnections } from "../../src/store/redis/connection";
@@ -17,13 +20,14 @@ describe("subscriber heartbeat", () => {
   let connections: RedisConnections;
   beforeEach(async () => {
     redis = await spawnRedis();
-    connections = createRedisConnections({ url: redis.url, tls: false, commandTimeoutMs: 500 });
-    for (const c of [connections.commands, connections.subscriber]) c.on("error", () => undefined);
+    connections = createRedisConnections({ url: redis.url, tls: false, commandTimeoutMs: 500, writeAckReplicas: 1 });
+    for (const c of [connections.commands, connections.subscriber, connections.acked!]) c.on("error", () => undefined);
   });
   afterEach(async () => {
     connections.stop();
     connections.commands.disconnect();
     connections.subscriber.disconnect();
+    connections.acked?.disconnect();
     redis.process.kill("SIGCONT");
     await redis.stop("SIGKILL");
   });
@@ -42,6 +46,22 @@ describe("subscriber heartbeat", () => {
     redis.process.kill("SIGCONT");
     await until(() => subscriber.status === "ready", 10_000, "subscriber back");
     await expect(subscriber.ping()).resolves.toBeDefined();
+  }, 30_000);
+
+  it("drops the command and write-ack connections of a hung Redis too, with no command outstanding", async () => {
+    const clients = [connections.commands as Redis, connections.acked as Redis];
+    await until(() => clients.every((c) => c.status === "ready"), 5000, "connections ready");
+    const reconnects = [0, 0];
+    clients.forEach((client, i) => {
+      client.on("reconnecting", () => {
+        reconnects[i]!++;
+      });
+    });
+    redis.process.kill("SIGSTOP");
+    await until(() => reconnects.every((n) => n > 0), 10_000, "heartbeat dropped both hung connections");
+    redis.process.kill("SIGCONT");
+    await until(() => clients.every((c) => c.status === "ready"), 10_000, "connections back");
+    await expect(connections.commands.ping()).resolves.toBe("PONG");
   }, 30_000);
 
   it("without it (stopped, as at shutdown) the hung Redis goes unnoticed: the heartbeat is what notices", async () => {

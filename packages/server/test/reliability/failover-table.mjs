@@ -11,7 +11,7 @@ const { failoversPerArm, rooms, relays, arms } = JSON.parse(readFileSync(file, "
 const n = (value) => (Number.isFinite(value) ? Math.round(value).toLocaleString("en-US") : "none");
 const topologyOf = (name) =>
   name.startsWith("sentinel") ? "Sentinel (master + 2 replicas)" : "Cluster (3 masters + 1 replica each)";
-const ackOf = (name) => Number(/ack(\d+)$/.exec(name)[1]);
+const ackOf = (name) => /ack(\w+)$/.exec(name)[1];
 
 const rows = Object.entries(arms).map(([name, arm]) => {
   const kinds = Object.entries(arm.kinds)

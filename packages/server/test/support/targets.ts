@@ -1,6 +1,6 @@
 // The relays the behaviour suite runs against. Every target is real HTTP on a loopback
 // port: the in-process store, one node on Redis, three nodes sharing one Redis, a cluster,
-// one node on a Sentinel-managed Redis with write-ack (every change confirmed by a
+// one node on a Sentinel-managed Redis with write-ack (every change confirmed by every
 // replica), and the built server started as a separate process (black box).
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -79,7 +79,8 @@ export async function startTarget(kind: TargetKind, env: Record<string, string> 
       ? {
           REDIS_SENTINELS: process.env.REDIS_SENTINELS!,
           REDIS_SENTINEL_NAME: process.env.REDIS_SENTINEL_NAME!,
-          REDIS_WRITE_ACK_REPLICAS: "1",
+          // Write-ack on every replica the master has (two here): what the Sentinel overlay ships.
+          REDIS_WRITE_ACK_REPLICAS: "all",
           REDIS_WRITE_ACK_TIMEOUT_MS: "1000",
         }
       : {}),

@@ -69,6 +69,12 @@ describe("loadConfig", () => {
       writeAckReplicas: 0,
       writeAckTimeoutMs: 500,
     });
+    expect(loadConfig({ REDIS_URL: "redis://r:6379", REDIS_WRITE_ACK_REPLICAS: "all" }).redis).toMatchObject({
+      writeAckReplicas: "all",
+    });
+    expect(loadConfig({ REDIS_URL: "redis://r:6379", REDIS_WRITE_ACK_REPLICAS: " 2 " }).redis).toMatchObject({
+      writeAckReplicas: 2,
+    });
   });
 
   it.each([
@@ -87,6 +93,9 @@ describe("loadConfig", () => {
     [{ REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m", REDIS_SENTINEL_TLS: "yes" }, "REDIS_SENTINEL_TLS"],
     [{ REDIS_URL: "redis://r", REDIS_PASSWORD: "pw" }, "REDIS_PASSWORD"],
     [{ REDIS_WRITE_ACK_REPLICAS: "1" }, "REDIS_WRITE_ACK_REPLICAS"],
+    [{ REDIS_WRITE_ACK_REPLICAS: "all" }, "REDIS_WRITE_ACK_REPLICAS"],
+    [{ REDIS_URL: "redis://r", REDIS_WRITE_ACK_REPLICAS: "every" }, "REDIS_WRITE_ACK_REPLICAS: must be `all`"],
+    [{ REDIS_URL: "redis://r", REDIS_WRITE_ACK_REPLICAS: "65" }, "REDIS_WRITE_ACK_REPLICAS"],
     [
       { REDIS_URL: "redis://r", REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "1500" },
       "REDIS_WRITE_ACK_TIMEOUT_MS",

@@ -9,8 +9,8 @@ export type RedisSettings = Pick<
   RedisConfig,
   "url" | "clusterNodes" | "sentinel" | "username" | "password" | "tls" | "commandTimeoutMs"
 > & {
-  /** A connection of its own for writes that WAIT for replicas (see RedisRoomStore). */
-  writeAckReplicas?: number;
+  /** A connection of its own for writes that WAIT for replicas (see write-ack.ts). */
+  writeAckReplicas?: number | "all";
 };
 
 export type RedisClient = Redis | Cluster;
@@ -39,6 +39,18 @@ const baseOptions = (settings: RedisSettings): RedisOptions => ({
   ...(settings.url
     ? {}
     : { username: settings.username, password: settings.password, tls: settings.tls ? {} : undefined }),
+});
+
+/**
+ * The write-ack connection: no command timeout of its own. The store's operation timeout
+ * answers the caller in time; the pipeline itself stays counted until Redis answers it, so
+ * that the write-ack path knows how many changes are really queued on the connection (see
+ * WriteAcknowledger.change). A connection to a master that stopped answering is dropped
+ * with the command connection (the heartbeat).
+ */
+const ackedOptions = (settings: RedisSettings): RedisOptions => ({
+  ...baseOptions(settings),
+  commandTimeout: undefined,
 });
 
 /** Options that make a Redis client find its master through Sentinel. */
@@ -76,7 +88,7 @@ export interface RedisConnections {
    * behind it on the command connection.
    */
   acked?: RedisClient;
-  /** Stops the subscriber's heartbeat (see keepAlive). */
+  /** Stops the connections' heartbeats (see keepAlive). */
   stop(): void;
 }
 
@@ -90,6 +102,9 @@ function clusterCommandOptions(settings: RedisSettings): ClusterOptions {
     // better than holding the request through a whole failover.
     retryDelayOnFailover: 200,
     maxRedirections: 16,
+    // A failover behind a partition sends no MOVED (the old master cannot be reached at
+    // all): the slot map is learnt by asking again, every second rather than every 5 s.
+    slotsRefreshInterval: 1000,
   };
 }
 
@@ -110,7 +125,7 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
     commandTimeout: undefined,
     autoResubscribe: true,
   };
-  const writeAck = (settings.writeAckReplicas ?? 0) > 0;
+  const writeAck = (settings.writeAckReplicas ?? 0) !== 0;
   if (settings.clusterNodes) {
     const commands = new Cluster(settings.clusterNodes, clusterCommandOptions(settings));
     // A client of its own: sharded subscriptions on the command client lost wake-ups in
@@ -120,11 +135,34 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
       shardedSubscribers: true,
       redisOptions: subscriberOptions,
       clusterRetryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2000),
+      slotsRefreshInterval: 1000,
     });
     const acked = writeAck
-      ? new Cluster(settings.clusterNodes, { ...clusterCommandOptions(settings), enableAutoPipelining: false })
+      ? new Cluster(settings.clusterNodes, {
+          ...clusterCommandOptions(settings),
+          enableAutoPipelining: false,
+          redisOptions: ackedOptions(settings),
+        })
       : undefined;
-    return { commands, subscriber, acked, stop: () => undefined };
+    // The heartbeat (below) on each master's command connection, as on one Redis; when it
+    // drops one, the write-ack connection to the same master goes too.
+    const stops: (() => void)[] = [];
+    commands.on("+node", (node: Redis) => {
+      const address = `${node.options.host}:${node.options.port}`;
+      const sameMaster = () =>
+        acked?.nodes().find((other) => `${other.options.host}:${other.options.port}` === address);
+      stops.push(
+        keepAlive(node, {
+          intervalMs: 1000,
+          timeoutMs: settings.commandTimeoutMs,
+          onDrop: () => sameMaster()?.disconnect(true),
+        }),
+      );
+    });
+    const stop = () => {
+      for (const stopOne of stops.splice(0)) stopOne();
+    };
+    return { commands, subscriber, acked, stop };
   }
   const make = (options: RedisOptions) =>
     settings.sentinel ? new Redis({ ...options, ...sentinelOptions(settings) }) : new Redis(settings.url!, options);
@@ -133,23 +171,40 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
   // ioredis's autoResubscribe sends them without handling their promises, and a connection
   // lost again before they are confirmed rejects them unhandled, which ends the process.
   const subscriber = make({ ...subscriberOptions, autoResubscribe: false });
-  const acked = writeAck ? make(baseOptions(settings)) : undefined;
-  const stop = keepAlive(subscriber, { intervalMs: 1000, timeoutMs: settings.commandTimeoutMs });
+  const acked = writeAck ? make(ackedOptions(settings)) : undefined;
+  // The subscriber needs the heartbeat to notice a hung master at all. The command
+  // connection notices one through its command timeouts, but a command timeout does not
+  // drop the connection: after a partition the relay would wait for TCP's retransmission
+  // backoff (up to about as long again as the cut) before its first command got through; a
+  // new connection gets through as soon as the network heals. The write-ack connection is
+  // dropped with the command connection, not by a PING of its own: its WAITs legitimately
+  // hold it for up to REDIS_WRITE_ACK_TIMEOUT_MS each while a replica is missing, and a
+  // PING queued behind a few of them would drop a healthy connection.
+  const heartbeat = { intervalMs: 1000, timeoutMs: settings.commandTimeoutMs };
+  const stops = [
+    keepAlive(subscriber, heartbeat),
+    keepAlive(commands, { ...heartbeat, onDrop: () => acked?.disconnect(true) }),
+  ];
+  const stop = () => {
+    for (const stopOne of stops) stopOne();
+  };
   return { commands, subscriber, acked, stop };
 }
 
 /**
- * A heartbeat for a connection that is otherwise idle (the subscriber). ioredis's command
- * timeout only runs while a command is outstanding, so a master that hangs (SIGSTOP, a
- * network partition) leaves an idle connection open forever and its wake-ups silently
- * stop. Every intervalMs: if the connection is ready, PING it; if no answer comes within
+ * A heartbeat for a connection. ioredis's command timeout only runs while a command is
+ * outstanding, so a master that hangs (SIGSTOP, a network partition) leaves an idle
+ * connection (the subscriber) open forever and its wake-ups silently stop; and a command
+ * that times out fails alone, leaving its connection to TCP's retransmission backoff.
+ * Every intervalMs: if the connection is ready, PING it; if no answer comes within
  * timeoutMs, or if it has been connecting for longer than that (a hung server accepts TCP
  * connections but never answers the ready check), drop it and reconnect (re-asking
- * Sentinel for the master). The wake-up bus then resubscribes and every waiter re-reads.
+ * Sentinel for the master), and call onDrop. The wake-up bus then resubscribes and every
+ * waiter re-reads.
  */
 export function keepAlive(
   client: Redis,
-  { intervalMs, timeoutMs }: { intervalMs: number; timeoutMs: number },
+  { intervalMs, timeoutMs, onDrop }: { intervalMs: number; timeoutMs: number; onDrop?: () => void },
 ): () => void {
   let inFlight = false;
   let connectingSince: number | undefined;
@@ -160,6 +215,7 @@ export function keepAlive(
       if (Date.now() - connectingSince > timeoutMs) {
         connectingSince = undefined;
         client.disconnect(true);
+        onDrop?.();
       }
       return;
     }
@@ -168,7 +224,9 @@ export function keepAlive(
     inFlight = true;
     let answered = false;
     const deadline = setTimeout(() => {
-      if (!answered && client.status === "ready") client.disconnect(true);
+      if (answered || client.status !== "ready") return;
+      client.disconnect(true);
+      onDrop?.();
     }, timeoutMs);
     client
       .ping()

@@ -1,6 +1,6 @@
 // The Redis store: rooms as hashes with TTLs, pending messages in lists, one Lua script per
 // atomic operation. The scripts are the truth; pub/sub only wakes waiting recvs.
-import { Cluster, ReplyError } from "ioredis";
+import { ReplyError } from "ioredis";
 import { MAX_PENDING_BYTES, MAX_PENDING_MESSAGES, type EndReason, type Message, type Seat } from "@duet/protocol";
 import { ApiError, apiError, roomEndedError, tooManyRoomsError } from "../../errors.js";
 import { hashSeatToken, mintRoomCode, mintSeatToken } from "../credentials.js";
@@ -30,7 +30,8 @@ import {
 import type { RedisClient } from "./connection.js";
 import { RedisKeys } from "./keys.js";
 import { within } from "../../deadline.js";
-import { defineScripts, fieldsOf, scriptSource, type NamedReply, type ScriptName } from "./scripts.js";
+import { defineScripts, fieldsOf, type NamedReply, type ScriptName } from "./scripts.js";
+import { WriteAcknowledger, type WriteAck } from "./write-ack.js";
 
 /**
  * The scripts' refusals (lua/includes/refusals.lua), one meaning each, and the catalogue's
@@ -83,27 +84,6 @@ const seatOf = (value: unknown): Seat => (value === "b" ? "b" : "a");
 
 type Arg = string | number;
 
-/** Acknowledged means replicated: state changes answer success once WAIT confirms `replicas`. */
-export interface WriteAck {
-  /** The connection the [script, WAIT] pipelines go on (WAIT counts its own connection's writes). */
-  client: RedisClient;
-  replicas: number;
-  timeoutMs: number;
-}
-
-/** A state change that reached the master but not enough replicas: its outcome is unknown. */
-function notReplicated(confirmed: number, wanted: number): ApiError {
-  const error = apiError(
-    "unavailable",
-    `The change reached ${confirmed} of the ${wanted} Redis replica(s) it must reach in time; retry (a send with the same idempotency_key is stored once).`,
-  );
-  error.retryAfterSeconds = 1;
-  return error;
-}
-
-/** Script replies that refuse the change (nothing to replicate: answer the refusal): a bare negative number. */
-const refusedStatus = (reply: unknown) => typeof reply === "number" && reply < 0;
-
 export interface RedisStoreOptions {
   client: RedisClient;
   /** The wake-up bus's connection, closed with the store. */
@@ -135,13 +115,14 @@ export class RedisRoomStore implements RoomStore {
   private readonly maxMs: number;
   private readonly endingKeepMs: number;
   private readonly operationTimeoutMs: number;
-  private readonly writeAck?: WriteAck;
+  private readonly writeAck?: WriteAcknowledger;
   private readonly onClose?: () => void;
   private readonly roomsPerOwner: number;
 
   constructor(options: RedisStoreOptions) {
     this.roomsPerOwner = options.budget?.roomsPerOwner ?? 0;
-    this.writeAck = options.writeAck && options.writeAck.replicas > 0 ? options.writeAck : undefined;
+    const ack = options.writeAck;
+    this.writeAck = ack && ack.replicas !== 0 ? new WriteAcknowledger(ack) : undefined;
     this.onClose = options.onClose;
     this.operationTimeoutMs = options.operationTimeoutMs ?? 1500;
     this.client = options.client;
@@ -168,56 +149,10 @@ export class RedisRoomStore implements RoomStore {
     );
   }
 
-  /**
-   * Runs a state-changing script. With write-ack on, the script and `WAIT replicas timeout`
-   * go as ONE pipeline on one connection: WAIT waits for the replication offset of its own
-   * connection's last write, so it must follow the script on the same connection, and must
-   * never be sent again alone (on a new connection it would answer at once and confirm a
-   * write that may be gone; autoResendUnfulfilledCommands is off for that reason too).
-   * On a cluster the pipeline routes by the script's first key, so WAIT (keyless) goes to
-   * the master that ran the script. The script goes as EVALSHA, and as EVAL in a second
-   * pipeline only if the first answered NOSCRIPT (then it did not run: a promoted replica
-   * starts with an empty script cache). Not through defineCommand here: its NOSCRIPT
-   * fallback re-sends the script on its own, after the pipeline's WAIT has already
-   * answered, so that WAIT would confirm nothing.
-   */
-  private async change<T>(name: ScriptName, args: Arg[]): Promise<T> {
-    const ack = this.writeAck;
-    if (!ack) return (this.client[name] as (...a: Arg[]) => Promise<T>).apply(this.client, args);
-    const script = scriptSource(name);
-    const attempt = async (how: "evalsha" | "eval") => {
-      const pipeline = ack.client.pipeline();
-      if (how === "evalsha") pipeline.evalsha(script.sha, script.numberOfKeys, ...args);
-      else pipeline.eval(script.lua, script.numberOfKeys, ...args);
-      pipeline.wait(ack.replicas, ack.timeoutMs);
-      const results = await pipeline.exec();
-      if (results?.length !== 2) throw new Error("write-ack pipeline answered nothing");
-      return results;
-    };
-    let results = await attempt("evalsha");
-    if (results[0]![0] && /^NOSCRIPT\b/.test(results[0]![0].message)) results = await attempt("eval");
-    const [[scriptError, reply], [waitError, confirmed]] = results as [
-      [Error | null, unknown],
-      [Error | null, unknown],
-    ];
-    if (scriptError) {
-      // ioredis updates a cluster's slot map on a single command's MOVED, not on a
-      // pipeline's that it does not retry (WAIT is not read-only): refresh it here, or every
-      // later pipeline would go to the demoted master and answer 503 for ever. The script did
-      // not run; the client's retry reaches the new master.
-      if (
-        ack.client instanceof Cluster &&
-        (!(scriptError instanceof ReplyError) || /^(MOVED|ASK|CLUSTERDOWN)\b/.test(scriptError.message))
-      ) {
-        ack.client.refreshSlotsCache();
-      }
-      throw scriptError;
-    }
-    // A refusal stored nothing that matters: answer it whatever WAIT says.
-    if (refusedStatus(reply)) return reply as T;
-    if (waitError) throw waitError;
-    if (Number(confirmed) < ack.replicas) throw notReplicated(Number(confirmed), ack.replicas);
-    return reply as T;
+  /** Runs a state-changing script; with write-ack on, answers once the replicas have it (write-ack.ts). */
+  private change<T>(name: ScriptName, args: Arg[]): Promise<T> {
+    if (!this.writeAck) return (this.client[name] as (...a: Arg[]) => Promise<T>).apply(this.client, args);
+    return this.writeAck.change<T>(name, args);
   }
 
   /**
@@ -454,7 +389,7 @@ export class RedisRoomStore implements RoomStore {
 
   async close(): Promise<void> {
     this.onClose?.();
-    const connections = [this.client, this.subscriber, this.writeAck?.client].filter(
+    const connections = [this.client, this.subscriber, this.writeAck?.ack.client].filter(
       (c): c is RedisClient => c !== undefined,
     );
     // disconnect() after quit(): with Sentinel only disconnect() closes the failover

@@ -1,0 +1,194 @@
+// REDIS_WRITE_ACK_REPLICAS=all against real replicas (docs/high-availability.md):
+//  - on Sentinel, a change succeeds again as soon as the new master has a replica, while
+//    the failed master is still down (with a fixed count of 2 it would answer 503 until
+//    the old master is back as a replica);
+//  - on a master that is still reachable after one of its replicas was promoted away from
+//    it (SENTINEL FAILOVER, a master that wakes up), a change its other replica confirms
+//    still answers 503 during the grace: that replica is about to resync from the new
+//    master and drop it;
+//  - while WAITs fall short (a replica stopped), changes beyond what can answer in time are
+//    refused before they are sent, instead of queuing on the connection behind WAITs that
+//    each hold it for the whole timeout.
+import { hashSeatToken } from "../../src/store/credentials";
+import { spawnRedis, spawnSentinelTopology, type SpawnedRedis, type SpawnedSentinelTopology, ask } from "@duet/testkit";
+import { RedisWakeupBus } from "../../src/realtime/redis-wakeups";
+import { createRedisConnections } from "../../src/store/redis/connection";
+import { RedisKeys } from "../../src/store/redis/keys";
+import { RedisRoomStore } from "../../src/store/redis/redis-store";
+import { startTarget, uniquePrefix, type RelayTarget } from "../support/targets";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Retries a call until it answers 2xx, up to a deadline (a client retrying its 503s). */
+async function untilOk<T extends { status: number }>(call: () => Promise<T>, withinMs = 30_000): Promise<T> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const reply = await call();
+    if (reply.status < 300 || Date.now() > deadline) return reply;
+    await sleep(100);
+  }
+}
+
+/** Replicas the master on `port` lists online. */
+const onlineReplicas = async (port: number) =>
+  ((await ask(port, (c) => c.info("replication"))) ?? "")
+    .split("\n")
+    .filter((line) => /^slave\d+:.*state=online/.test(line)).length;
+
+describe("write-ack all on Sentinel: changes resume once the new master has a replica", () => {
+  let topology: SpawnedSentinelTopology;
+  let target: RelayTarget;
+  beforeAll(async () => {
+    topology = await spawnSentinelTopology({ downAfterMs: 1000, failoverTimeoutMs: 5000 });
+    target = await startTarget("redis", {
+      REDIS_URL: "",
+      REDIS_SENTINELS: topology.sentinels,
+      REDIS_SENTINEL_NAME: topology.name,
+      REDIS_WRITE_ACK_REPLICAS: "all",
+      REDIS_WRITE_ACK_TIMEOUT_MS: "500",
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await target?.close();
+    await topology?.stop();
+  });
+
+  it("the master killed and left down: the next send succeeds on the new master with one replica, and nothing acknowledged is lost", async () => {
+    const { client } = target;
+    const room = await client.pairedRoom();
+    const before = await untilOk(() => client.send(room.code, room.a, "before", "k1"));
+    expect(before.status).toBe(200);
+    const master = await topology.master();
+    master.process.kill("SIGKILL");
+    const promoted = await topology.waitForNewMaster(master.port);
+    // The old master stays down: the new one has one replica of the two it had.
+    const after = await untilOk(() => client.send(room.code, room.a, "after", "k2"));
+    expect(after.status).toBe(200);
+    expect(await onlineReplicas(promoted)).toBe(1);
+    const inbox = await untilOk(() => client.recv(room.code, room.b, 0));
+    expect(inbox.body.messages.map((m: { text: string }) => m.text)).toEqual(["before", "after"]);
+    // Back as a replica, the old master is waited for again.
+    await topology.restart(master.port);
+    await topology.waitForReplicas(2, 30_000);
+    const ack = await untilOk(() => client.ack(room.code, room.b, [before.body.id, after.body.id]));
+    expect(ack.status).toBe(200);
+  }, 90_000);
+});
+
+describe("write-ack all on one master with two replicas (no Sentinel)", () => {
+  let master: SpawnedRedis;
+  let replicas: SpawnedRedis[];
+  let store: RedisRoomStore;
+  const GRACE_MS = 2000;
+  beforeAll(async () => {
+    master = await spawnRedis(["--repl-ping-replica-period", "1"]);
+    replicas = [
+      await spawnRedis(["--replicaof", "127.0.0.1", String(master.port)]),
+      await spawnRedis(["--replicaof", "127.0.0.1", String(master.port)]),
+    ];
+    for (const deadline = Date.now() + 20_000; (await onlineReplicas(master.port)) < 2; await sleep(100))
+      if (Date.now() > deadline) throw new Error("replicas never came online");
+    const prefix = uniquePrefix();
+    const keys = new RedisKeys(prefix);
+    const connections = createRedisConnections({
+      url: master.url,
+      tls: false,
+      commandTimeoutMs: 1500,
+      writeAckReplicas: "all",
+    });
+    store = new RedisRoomStore({
+      client: connections.commands,
+      subscriber: connections.subscriber,
+      wakeups: new RedisWakeupBus(connections.subscriber, (code) => keys.wakeChannel(code), undefined, 1500),
+      keyPrefix: prefix,
+      lifetimes: { idleMs: 600_000, maxMs: 600_000 },
+      operationTimeoutMs: 1500,
+      writeAck: { client: connections.acked!, replicas: "all", timeoutMs: 500, graceMs: GRACE_MS },
+      onClose: connections.stop,
+    });
+    for (const deadline = Date.now() + 10_000; connections.acked!.status !== "ready" || !(await store.isReady()); )
+      if (Date.now() > deadline) throw new Error("the store never connected");
+      else await sleep(50);
+  }, 60_000);
+  afterAll(async () => {
+    await store?.close();
+    await Promise.all([master, ...(replicas ?? [])].filter(Boolean).map((node) => node.stop("SIGKILL")));
+  });
+
+  const send = async (code: string, token: string, text: string) => {
+    try {
+      return await store.sendMessage({ code, tokenHash: hashSeatToken(token), text, envelope: false });
+    } catch (error) {
+      return error as Error & { status?: number };
+    }
+  };
+  /** A send that must succeed: retried through 503s (a loaded machine delays a replica's confirmation). */
+  const sendOk = async (code: string, token: string, text: string) => {
+    for (let attempt = 0; ; attempt++) {
+      const result = await send(code, token, text);
+      if (!(result instanceof Error)) return result;
+      if (attempt >= 20) throw result;
+      await sleep(250);
+    }
+  };
+
+  it("a replica promoted away from a master that still takes writes: the other replica's confirmation is not enough during the grace", async () => {
+    const room = await store.openRoom();
+    await store.joinRoom(room.code);
+    await sendOk(room.code, room.token, "both replicas");
+    // What a promotion does to the replica: it stops replicating and takes writes itself.
+    const [promoted, other] = replicas as [SpawnedRedis, SpawnedRedis];
+    expect(await ask(promoted.port, (c) => c.replicaof("NO", "ONE"))).toBe("OK");
+    try {
+      for (const deadline = Date.now() + 10_000; (await onlineReplicas(master.port)) !== 1; await sleep(50))
+        if (Date.now() > deadline) throw new Error("the master never saw its replica leave");
+      // The remaining replica confirms every change, but it would resync from the new master
+      // and lose it: refused until the grace is over...
+      const refused = await send(room.code, room.token, "only the other replica");
+      expect(refused).toMatchObject({ code: "unavailable", status: 503 });
+      // ...after which the master's replicas are the one it has.
+      await sleep(GRACE_MS);
+      await sendOk(room.code, room.token, "after the grace");
+      expect(await onlineReplicas(master.port)).toBe(1);
+      expect(await ask(other.port, async (c) => (await c.info("replication")).includes("master_link_status:up"))).toBe(
+        true,
+      );
+    } finally {
+      await ask(promoted.port, (c) => c.replicaof("127.0.0.1", String(master.port)));
+    }
+    for (const deadline = Date.now() + 20_000; (await onlineReplicas(master.port)) < 2; await sleep(100))
+      if (Date.now() > deadline) throw new Error("the replica never came back");
+    // Back: both are waited for again at once.
+    await sendOk(room.code, room.token, "both again");
+  }, 60_000);
+
+  it("a stopped replica: a burst of changes is refused unsent, not queued behind WAITs that each take their whole timeout", async () => {
+    const room = await store.openRoom();
+    const peer = await store.joinRoom(room.code);
+    await sendOk(room.code, room.token, "both replicas");
+    const stopped = replicas[0]!;
+    stopped.process.kill("SIGSTOP");
+    try {
+      // The first change finds the replica silent: its WAIT falls short (503).
+      expect(await send(room.code, room.token, "finds it silent")).toMatchObject({ code: "unavailable" });
+      const burst = await Promise.all(Array.from({ length: 40 }, (_, i) => send(room.code, room.token, `burst ${i}`)));
+      expect(burst.every((r) => r instanceof Error && (r as { code?: string }).code === "unavailable")).toBe(true);
+    } finally {
+      stopped.process.kill("SIGCONT");
+    }
+    await sleep(1000);
+    // 1500 ms of operation timeout / 500 ms of WAIT timeout: three may have waited (and been
+    // stored), the rest were never sent. Queued instead, every one of them would have run,
+    // one per 500 ms, long after its caller had its 503.
+    // (The mailbox holds 8: the first two sends and up to 6 of the burst.)
+    let inbox;
+    for (let attempt = 0; !inbox; attempt++) {
+      inbox = await store.readInbox({ code: room.code, tokenHash: hashSeatToken(peer.token) }, false).catch((e) => {
+        if (attempt >= 20) throw e;
+        return sleep(250).then(() => undefined);
+      });
+    }
+    const stored = inbox.messages.filter((m) => m.text.startsWith("burst ")).length;
+    expect(stored).toBeLessThanOrEqual(3);
+  }, 60_000);
+});
