@@ -51,6 +51,19 @@ let textBytes = 0;
 /** The dashboard's connection panel, evaluated while a recv and a stream were held. */
 let whileHeld: Sample[][] = [];
 let workloadSeconds = 0;
+/** Redis reconnects by connection, summed over the relays' own /metrics after the kill. */
+let reconnectsMade = { commands: 0, subscriber: 0 };
+
+/** Every relay's duet_redis_reconnects_total, read from the relay itself, by connection. */
+async function relayReconnects(): Promise<{ commands: number; subscriber: number }> {
+  const sum = { commands: 0, subscriber: 0 };
+  for (const relay of topology.replicas) {
+    const text = await (await fetch(`http://${relay.address}/metrics`)).text();
+    for (const [, connection, value] of text.matchAll(/^duet_redis_reconnects_total\{connection="(\w+)"\} (\d+)$/gm))
+      if (connection === "commands" || connection === "subscriber") sum[connection] += Number(value);
+  }
+  return sum;
+}
 
 /** The dashboard's expression as Grafana sends it, for a range covering the whole run. */
 function expand(expr: string, rangeSeconds: number): string {
@@ -166,8 +179,10 @@ beforeAll(async () => {
   startedAt = Math.floor(Date.now() / 1000) - 1;
   ({ topology, stop: stopTopology } = await startTopology(
     {
-      // Five room creations (open or join) per address in ten minutes: the sixth is refused.
-      RATE_LIMIT_ROOMS: "5",
+      // Seven room creations (open or join) per address in ten minutes, the eighth refused;
+      // three rooms opened by one address live at once, the fourth refused.
+      RATE_LIMIT_ROOMS: "7",
+      ROOMS_PER_IP: "3",
       RATE_LIMIT_WINDOW_SECONDS: "600",
       RATE_LIMIT_REQUESTS: "1000",
       WAKE_RECHECK_SECONDS: "60",
@@ -199,12 +214,19 @@ beforeAll(async () => {
   // Room E (end-to-end encrypted): it stays open to the end.
   const e = await call("/v1/open", "POST", "/v1/open", { status: 200 }, { body: { e2e: true } });
   await call("/v1/join", "POST", "/v1/join", { status: 200 }, { body: { code: e.code } });
-  // The sixth room creation from this address is refused. The limit is counted in Redis and a
-  // call whose count takes over 500 ms is let through (it fails open: rate-limit.ts), as one
-  // may on a loaded machine: open until one is refused (each counted as it answered).
-  for (let opens = 1; (await attempt("/v1/open", "POST", "/v1/open", { body: {} })).status !== 429; opens++) {
-    expect({ opens, refused: answers("/v1/open", 429) }).toEqual({ opens, refused: 0 });
-    if (opens >= 10) throw new Error("ten opens past the room limit and none refused");
+  // A third room from this address, then a fourth while three are open: too_many_rooms.
+  await call("/v1/open", "POST", "/v1/open", { status: 200 }, { body: {} });
+  await call("/v1/open", "POST", "/v1/open", { status: 429, error: "too_many_rooms" }, { body: {} });
+  // Then the room creations run out. The limit is counted in Redis and a call whose count
+  // takes over 500 ms is let through (it fails open: rate-limit.ts), as one may on a loaded
+  // machine: open until one is rate_limited (each counted as it answered; the ones let
+  // through meet the room budget instead).
+  for (
+    let opens = 1;
+    (await attempt("/v1/open", "POST", "/v1/open", { body: {} })).status !== 429 || errors.get("rate_limited") === 0;
+    opens++
+  ) {
+    if (opens >= 10) throw new Error("ten opens past the room limit and none rate_limited");
   }
   expect(answers("/v1/open", 200) + answers("/v1/open", 429)).toBe(requests.get("/v1/open"));
   // A generic library's User-Agent.
@@ -303,10 +325,15 @@ beforeAll(async () => {
   // Every relay's connections cut at once: each reconnects by itself.
   expect(await redis("CLIENT", "KILL", "TYPE", "normal")).toMatch(/^:[1-9]/);
   expect(await redis("CLIENT", "KILL", "TYPE", "pubsub")).toMatch(/^:[1-9]/);
+  // Each relay's two connections reconnect at least once; a connection whose heartbeat went
+  // unanswered behind the paused write may have been replaced once more, so what Prometheus
+  // must show is what the relays themselves count, read from each relay's /metrics.
+  await until("the relays reconnected", relayReconnects, (n) => n.commands >= 3 && n.subscriber >= 3);
+  reconnectsMade = await relayReconnects();
   await until(
-    "the relays reconnected",
+    "Prometheus saw the reconnects",
     async () => total(await prometheus!.query(`duet_redis_reconnects_total{job="${JOB}"}`)),
-    (n) => n === 6,
+    (n) => n === reconnectsMade.commands + reconnectsMade.subscriber,
   );
   workloadSeconds = (Date.now() - started) / 1000;
 
@@ -391,7 +418,10 @@ const EXPECTATIONS: Record<string, (results: Sample[][]) => void> = {
     expect(connectionErrors!.map((s) => s.metric.connection).sort()).toEqual(["commands", "subscriber"]);
     const byConnection = Object.fromEntries(reconnects!.map((s) => [s.metric.connection, s.value]));
     expect(Object.keys(byConnection).sort()).toEqual(["commands", "subscriber"]);
-    expect([counted(byConnection.commands!, 3), counted(byConnection.subscriber!, 3)]).toEqual([true, true]);
+    expect([
+      counted(byConnection.commands!, reconnectsMade.commands),
+      counted(byConnection.subscriber!, reconnectsMade.subscriber),
+    ]).toEqual([true, true]);
   },
   "Answer time p99: send, ack, open, join, close": ([p99]) => expectAnswerTimes(p99!),
   "Answer time p50: send, ack, open, join, close": ([p50]) => expectAnswerTimes(p50!),
@@ -438,7 +468,10 @@ function expectErrorsByCode(byCode: Sample[]) {
   }));
   expect(wrong).toEqual([]);
   expect(errors.get("internal")).toBe(0);
-  expect([...errors.values()].filter((n) => n === 1)).toHaveLength(ERROR_CODES.length - 1);
+  // Every code the workload can cause on Redis was caused (insufficient_storage is the
+  // in-process store's), most of them once: the first of its kind on its node.
+  const notCaused = ERROR_CODES.filter((code) => errors.get(code) === 0);
+  expect(notCaused.sort()).toEqual(["insufficient_storage", "internal"]);
 }
 
 function expectAnswerTimes(samples: Sample[]) {
