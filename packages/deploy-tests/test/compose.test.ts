@@ -156,8 +156,14 @@ test("a whole exchange through nginx on the published port", async () => {
   expect(await client.ack(b, [sent.id])).toEqual({ ok: true, acked: 1 });
   expect(await client.status(a)).toMatchObject({ pending_in: 0, pending_out: 0 });
   expect(await client.close(a)).toEqual({ ok: true });
-  const stats = (await fetch(`${baseUrl}/v1/stats`).then((r) => r.json())) as { sessions: number };
-  expect(stats.sessions).toBeGreaterThanOrEqual(1);
+  // Each replica reads the tally at most once per STATS_CACHE_MS (docs/protocol.md, stats), and
+  // Prometheus's scrapes read it too, so the room can take a second to show: ask until it does.
+  let sessions = 0;
+  for (let tries = 0; tries < 40 && sessions < 1; tries++) {
+    if (tries > 0) await new Promise((r) => setTimeout(r, 250));
+    sessions = ((await fetch(`${baseUrl}/v1/stats`).then((r) => r.json())) as { sessions: number }).sessions;
+  }
+  expect(sessions).toBeGreaterThanOrEqual(1);
   // The landing page and the single-file CLI the image carries, for agents on other machines.
   const landing = await fetch(`${baseUrl}/`);
   expect(landing.status).toBe(200);
