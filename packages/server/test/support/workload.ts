@@ -11,7 +11,11 @@ export interface WorkloadOptions {
   messagesPerSeat: number;
   /** recv wait, ms. */
   recvWaitMs?: number;
-  /** Stop everything at this Date.now(). */
+  /**
+   * Senders start no call after this Date.now(). Receivers go on draining for DRAIN_MS more: a
+   * send started before the deadline may be answered 200 up to its 10 s ceiling after it, and a
+   * message the relay accepted must still be received (else the history shows it lost).
+   */
   deadline: number;
   /** Pause between sends, ms (steady traffic rather than a burst). */
   sendGapMs?: number;
@@ -30,6 +34,9 @@ export interface Room {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** How long receivers go on after the deadline: a send's 10 s ceiling, then a recv that does not wait. */
+const DRAIN_MS = 12_000;
 
 /** One call with a client-side ceiling, turned into an operation record. */
 async function timedCall(
@@ -69,7 +76,7 @@ export async function runRoomWorkload(room: Room, options: WorkloadOptions): Pro
 
   const sender = async (seat: "a" | "b") => {
     const token = room[seat];
-    for (let seq = 0; seq < n && !ended && !options.stopSending?.(); seq++) {
+    for (let seq = 0; seq < n && !ended && !options.stopSending?.() && Date.now() < options.deadline; seq++) {
       const text = messageText(room.code, seat, seq, options.padding);
       const key = idempotent ? `k-${seat}-${seq}` : undefined;
       while (Date.now() < options.deadline && !ended) {
@@ -97,7 +104,8 @@ export async function runRoomWorkload(room: Room, options: WorkloadOptions): Pro
     const token = room[seat];
     const peer = seat === "a" ? "b" : "a";
     const seen = new Set<string>();
-    while (Date.now() < options.deadline && !ended) {
+    const drainUntil = options.deadline + DRAIN_MS;
+    while (Date.now() < drainUntil && !ended) {
       const peerFinished = senderDone[peer];
       const { op, reply } = await timedCall(
         history,
@@ -117,7 +125,7 @@ export async function runRoomWorkload(room: Room, options: WorkloadOptions): Pro
       for (const message of op.messages!) seen.add(message.text);
       if (ids.length > 0) {
         // Ack until the server confirms it (ack is idempotent).
-        while (Date.now() < options.deadline && !ended) {
+        while (Date.now() < drainUntil && !ended) {
           const acked = await timedCall(
             history,
             { kind: "ack", room: room.code, seat, ids },
