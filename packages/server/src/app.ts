@@ -23,8 +23,8 @@ import { requestLog } from "./http/request-log.js";
 import { knownRoutes } from "./http/known-routes.js";
 import { MCP_PATH, mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
-import { ROOM_ENDPOINTS, dispatchRoomCalls, labelRoomPath, roomRoutes } from "./http/room-routes.js";
-import { apiHeaders, securityHeaders } from "./http/security-headers.js";
+import { ROOM_ENDPOINTS, labelRoomPath, roomRoutes } from "./http/room-routes.js";
+import { securityHeaders } from "./http/security-headers.js";
 import { selftestStream } from "./http/selftest.js";
 import { STATS_PAGE_REFRESH_SECONDS, STATS_PATH, renderStatsHtml, wantsStatsPage } from "./http/stats-page.js";
 import { streamRoute } from "./http/stream-route.js";
@@ -116,15 +116,6 @@ export function createApp(deps: AppDeps): DuetApp {
   const rooms = roomRoutes({ operations: ops, baseUrl, roomLimiter, publicLimiter });
   const userAgents = userAgentPolicy(config.userAgentPolicy);
 
-  // ---- the hot path: a call written exactly as the endpoint table has it goes straight to
-  // its route, with the same request log, headers, User-Agent policy and limits the layers
-  // below give it (room-routes.ts). Only the room calls: stats has no User-Agent policy.
-  const roomCallLayers = [log, apiHeaders, userAgents, publicLimiter];
-  const roomCalls = new Map(
-    [...rooms.routes].filter(([key]) => ROOM_ENDPOINTS[key.slice(key.indexOf(" ") + 1)] !== undefined),
-  );
-  app.use(dispatchRoomCalls(roomCalls, roomCallLayers));
-
   app.use(log);
   app.use(securityHeaders());
 
@@ -140,8 +131,9 @@ export function createApp(deps: AppDeps): DuetApp {
     next(apiError("method_not_allowed", `Use ${method} ${req.path}.`));
   });
 
-  // ---- room endpoints first (the fewest layers for calls the fast path above passed on):
-  // User-Agent policy, then rate limits ------------------------------------------------
+  // ---- room endpoints first (the fewest layers for the hot path): User-Agent policy, then
+  // rate limits. Every room call walks the same layers as any other request, so middleware
+  // added with app.use above reaches it too. ------------------------------------------
   const roomPaths = Object.keys(ROOM_ENDPOINTS);
   app.use(roomPaths, labelRoomPath, userAgents, publicLimiter);
   // /v1/stats for a browser: the same figures as a page (stats-page.ts); JSON goes on to the table's route.

@@ -1,7 +1,7 @@
 // The REST routes, generated from the endpoint table (@duet/protocol's ENDPOINTS): each
 // operation's method, path, body or query validation and auth come from its entry; what it
 // does is in operations.ts, shared with the MCP tools.
-import { Router, type NextFunction, type Request, type RequestHandler, type Response } from "express";
+import { Router, type Request, type RequestHandler } from "express";
 import { ENDPOINTS, OPERATION_IDS, type EndpointSpec, type OperationId } from "@duet/protocol";
 import { seatToken } from "./auth.js";
 import { hashSeatToken } from "../store/credentials.js";
@@ -24,21 +24,13 @@ export interface RoomRouteDeps {
 /** Operations that create rooms: the room limit applies on top of the general one. */
 const CREATES_ROOMS: ReadonlySet<OperationId> = new Set(["open", "join"]);
 
-/** An Express route (router's Route): its handlers, run in order with its own next(). */
-export interface DispatchableRoute {
-  dispatch(req: Request, res: Response, done: NextFunction): void;
-}
-
 export interface RoomRoutes {
-  /** Every operation's route, mounted the usual way: serves every call the dispatch below does not. */
+  /** Every operation's route. */
   router: Router;
-  /** The same routes by "METHOD /path", exactly as the endpoint table writes them. */
-  routes: ReadonlyMap<string, DispatchableRoute>;
 }
 
 export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: RoomRouteDeps): RoomRoutes {
   const router = Router();
-  const routes = new Map<string, DispatchableRoute>();
   for (const id of OPERATION_IDS) {
     const spec: EndpointSpec = ENDPOINTS[id];
     const run = operations[id] as Operation<OperationId>;
@@ -73,44 +65,8 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
     const route = router.route(spec.path);
     if (spec.method === "GET") route.get(...before, handler);
     else route.post(...before, handler);
-    routes.set(`${spec.method} ${spec.path}`, route as unknown as DispatchableRoute);
   }
-  return { router, routes };
-}
-
-/**
- * The room calls' fast path, the app's first middleware: a call whose method and path are
- * exactly an entry of the table runs `before` (the request log, headers, User-Agent policy
- * and limits the app-level layers would have run) and then its route, without walking the
- * app's other layers. Anything else (HEAD, a trailing slash, another case, an unknown path)
- * goes on to the usual layers, which answer it as before, 404 and 405 included. Errors go on
- * to the app's error middleware as from any route.
- */
-export function dispatchRoomCalls(
-  routes: ReadonlyMap<string, DispatchableRoute>,
-  before: readonly RequestHandler[],
-): RequestHandler {
-  return (req, res, next) => {
-    const url = req.url;
-    const query = url.indexOf("?");
-    const path = query < 0 ? url : url.slice(0, query);
-    const route = routes.get(`${req.method} ${path}`);
-    if (route === undefined) return next();
-    labelRoute(req, path);
-    let index = 0;
-    const step = (error?: unknown): void => {
-      if (error !== undefined && error !== null) {
-        next(error);
-        return;
-      }
-      if (index < before.length) {
-        before[index++]!(req, res, step);
-        return;
-      }
-      route.dispatch(req, res, next);
-    };
-    step();
-  };
+  return { router };
 }
 
 /**

@@ -49,9 +49,3 @@ export function securityHeaders(): RequestHandler {
     next();
   };
 }
-
-/** The API set as a middleware, for the room calls' own dispatch. */
-export const apiHeaders: RequestHandler = (_req, res, next) => {
-  setApiHeaders(res);
-  next();
-};

@@ -60,8 +60,8 @@ describe("createApp", () => {
 });
 
 describe("room calls' dispatch", () => {
-  // A call written as the table has it takes the fast path (room-routes.ts dispatchRoomCalls);
-  // any other spelling Express accepts goes through the usual layers. Both must answer alike.
+  // The table's spelling of a room call and every other spelling Express accepts (a trailing
+  // slash, another case) walk the same layers, so they answer alike.
   const lines: Record<string, unknown>[] = [];
   const logged = () =>
     createApp({
