@@ -133,7 +133,8 @@ describe("loadConfig", () => {
     const run = spawnSync(process.execPath, [main], {
       env: { PATH: process.env.PATH, PORT: "0", ROOM_MAX_SECONDS: "soon" },
       encoding: "utf8",
-      timeout: 10_000,
+      // A guard against a relay that starts anyway; a loaded CI machine took over 10 s to load it.
+      timeout: 60_000,
     });
     expect(run.status).toBe(78);
     expect(run.stderr).toContain("ROOM_MAX_SECONDS");
