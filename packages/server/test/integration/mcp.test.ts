@@ -291,7 +291,8 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     const opened = await ok(client, "open", { e2e: true });
     await client.close();
     expect(opened.share).toContain("MCP-only agent (no shell) cannot join this room");
-    expect(opened.share).not.toContain("/mcp");
+    // The MCP endpoint, not any "/mcp…" (a room code may begin with "mcp": /join/mcpt-…).
+    expect(opened.share).not.toMatch(/\/mcp(?![\w-])/);
     // Every line that names the room names it by the whole join address (the client adds the key to it).
     for (const line of opened.share.split("\n").filter((l: string) => l.includes(opened.code)))
       if (!line.startsWith(`duet room ${opened.code}:`)) expect(line).toContain(opened.join_url);
