@@ -7,7 +7,7 @@
 //
 // A long run shows where it is: on a terminal, a status line (files done, the files running,
 // seconds so far) that redraws itself; elsewhere (CI logs), a line every 30 s once the run
-// has lasted that long.
+// has lasted that long. The last lines name the failed files and the slowest ones.
 //
 // DUET_FIGURES=1 also prints the `FIGURES <name> {json}` lines the reliability tests log
 // (the measured numbers behind the README's reliability section), from passing files too.
@@ -30,6 +30,9 @@ function consoleText(entries) {
     })
     .join("\n");
 }
+
+/** How many of the slowest files (of 5 s or more) the last line names. */
+const SLOWEST_SHOWN = 8;
 
 /** Seconds between two progress lines in a log (not a terminal). */
 const LOG_PROGRESS_SECONDS = 30;
@@ -106,6 +109,14 @@ class QuietReporter {
       : `${results.numTotalTestSuites} file${results.numTotalTestSuites === 1 ? "" : "s"}`;
     process.stderr.write(`Tests: ${counts.join(", ") || "none"} (${files}, ${seconds} s)\n`);
     for (const r of failedFiles) process.stderr.write(`  failed: ${relative(this.rootDir, r.testFilePath)}\n`);
+    // Where the time went: the slowest files, for whoever next shortens the gate.
+    const slowest = results.testResults
+      .map((r) => ({ path: relative(this.rootDir, r.testFilePath), s: (r.perfStats.end - r.perfStats.start) / 1000 }))
+      .filter((r) => r.s >= 5)
+      .sort((a, b) => b.s - a.s)
+      .slice(0, SLOWEST_SHOWN);
+    if (slowest.length > 0)
+      process.stderr.write(`  slowest: ${slowest.map((r) => `${r.path} ${r.s.toFixed(0)} s`).join(", ")}\n`);
     if (results.numRuntimeErrorTestSuites > 0 && failedFiles.length === 0)
       process.stderr.write("  a test file could not run: see above\n");
   }
