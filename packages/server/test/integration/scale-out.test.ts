@@ -28,8 +28,9 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
     });
     afterAll(() => target?.close());
 
-    it("1,000 send/recv pairs on different nodes, recv started just before the send: no recv waits out its wait", async () => {
+    it("500 send/recv pairs on different nodes, recv started just before the send: no recv waits out its wait", async () => {
       const { client } = target;
+      // 50 rooms, 10 pairs each, every pair a fresh race between a subscription and a publish.
       const rooms = await Promise.all(Array.from({ length: 50 }, () => client.pairedRoom()));
       // A lost wake-up shows as a recv whose answering call lasted its whole 15 s wait (there
       // is no safety re-check). On a loaded machine a recv may answer 503 (its subscription
@@ -50,7 +51,7 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
       };
       await Promise.all(
         rooms.map(async (room, r) => {
-          for (let i = 0; i < 20; i++) {
+          for (let i = 0; i < 10; i++) {
             // Node (r + i) % 3 holds the recv, the next node takes the send.
             const waiting = timedRecv(room.code, room.b, r + i);
             const sent = await asClient(() =>
@@ -66,10 +67,10 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
           }
         }),
       );
-      expect(delivered).toBe(1000);
+      expect(delivered).toBe(500);
       expect(slow).toEqual([]);
       console.log(
-        `${kind}: 1,000 cross-node send/recv pairs, ${delivered} delivered, ${slow.length} waited out, ${retried} recvs retried after a 503`,
+        `${kind}: 500 cross-node send/recv pairs, ${delivered} delivered, ${slow.length} waited out, ${retried} recvs retried after a 503`,
       );
     }, 120_000);
   });
