@@ -186,6 +186,8 @@ beforeAll(async () => {
       RATE_LIMIT_WINDOW_SECONDS: "600",
       RATE_LIMIT_REQUESTS: "1000",
       WAKE_RECHECK_SECONDS: "60",
+      // The slow client below is answered 408 after 2 s instead of 20.
+      HEADERS_TIMEOUT_MS: "2000",
     },
     170,
   ));
@@ -255,6 +257,25 @@ beforeAll(async () => {
     },
   );
   await call("/v1/send", "GET", "/v1/send", { status: 405, error: "method_not_allowed" });
+  // A slow client straight at a replica (nginx forwards only whole requests): its headers never
+  // finish, and past HEADERS_TIMEOUT_MS the relay answers the JSON 408 itself, outside Express.
+  const address = topology.replicas[0]!.address;
+  const answer = await new Promise<string>((resolve, reject) => {
+    const socket = connect(
+      Number(address.slice(address.lastIndexOf(":") + 1)),
+      address.slice(0, address.lastIndexOf(":")),
+    );
+    let text = "";
+    socket.on("connect", () => socket.write("GET /healthz HTTP/1.1\r\nHost: relay\r\n"));
+    socket.on("data", (chunk) => {
+      text += chunk;
+    });
+    socket.on("error", reject);
+    socket.on("close", () => resolve(text));
+  });
+  expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+  expect(answer).toContain('"error":"request_timeout"');
+  errors.set("request_timeout", errors.get("request_timeout")! + 1);
 
   // Agents connected: a recv held by seat a and a stream open for seat b, as the dashboard shows them.
   const stream = new AbortController();

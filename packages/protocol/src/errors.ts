@@ -34,6 +34,11 @@ export const ERRORS = {
     message: "This method is not allowed on this path.",
     remedy: "Use the method the API documents for this path.",
   },
+  request_timeout: {
+    status: 408,
+    message: "The request took too long to arrive.",
+    remedy: "Send each request at once, on a new connection: this one is closed.",
+  },
   full: { status: 409, message: "Both seats of this room are taken.", remedy: "Ask the opener for a new room." },
   unread: {
     status: 409,

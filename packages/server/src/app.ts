@@ -26,6 +26,7 @@ import { operations, type Operations } from "./http/operations.js";
 import { ROOM_ENDPOINTS, labelRoomPath, roomRoutes } from "./http/room-routes.js";
 import { securityHeaders } from "./http/security-headers.js";
 import { selftestStream } from "./http/selftest.js";
+import { slowReaders, type SlowReaders } from "./http/slow-readers.js";
 import { STATS_PAGE_REFRESH_SECONDS, STATS_PATH, renderStatsHtml, wantsStatsPage } from "./http/stats-page.js";
 import { streamRoute } from "./http/stream-route.js";
 import { userAgentPolicy } from "./http/user-agent.js";
@@ -54,6 +55,7 @@ export interface DuetApp extends Express {
     timers: TimerWheel;
     metrics: RelayMetrics;
     operations: Operations;
+    slowReaders: SlowReaders;
   };
 }
 
@@ -118,17 +120,27 @@ export function createApp(deps: AppDeps): DuetApp {
 
   app.use(log);
   app.use(securityHeaders());
+  // Before any route: answers a client leaves unread are counted, dropped after a while, and
+  // past a budget its calls are refused (http/slow-readers.ts).
+  const unread = slowReaders({ timeoutMs: config.slowReaderTimeoutMs, clientMaxBytes: config.clientUnsentBytesMax });
+  app.locals.slowReaders = unread;
+  app.use(unread);
 
   // OPTIONS on an API path, and HEAD on the push stream, answer the JSON 405 of every other
   // method with its Allow, before Express's own OPTIONS answer (200 text/plain "POST") or a
   // HEAD that runs the stream's checks and answers 400 without a body. No CORS either way.
   const onlyMethod: Record<string, string> = { ...ENDPOINT_METHODS, ...ROOM_ENDPOINTS, [MCP_PATH]: "POST" };
+  // The path as the routes match it: Express ignores case and one trailing slash, so
+  // `/V1/JOIN` and `/v1/stream/` reach the same routes and must get the same 405.
+  const onlyMethodByLowerCase = new Map(Object.entries(onlyMethod).map(([path, m]) => [path.toLowerCase(), [path, m]]));
   app.use((req, res, next) => {
-    if (req.method !== "OPTIONS" && !(req.method === "HEAD" && req.path === "/v1/stream")) return next();
-    const method = onlyMethod[req.path];
-    if (method === undefined) return next();
-    res.set("Allow", allowFor(req.path, method));
-    next(apiError("method_not_allowed", `Use ${method} ${req.path}.`));
+    if (req.method !== "OPTIONS" && req.method !== "HEAD") return next();
+    const found = onlyMethodByLowerCase.get(req.path.toLowerCase().replace(/(.)\/$/, "$1"));
+    if (found === undefined) return next();
+    const [path, method] = found;
+    if (req.method === "HEAD" && path !== "/v1/stream") return next();
+    res.set("Allow", allowFor(path, method));
+    next(apiError("method_not_allowed", `Use ${method} ${path}.`));
   });
 
   // ---- room endpoints first (the fewest layers for the hot path): User-Agent policy, then
@@ -180,9 +192,11 @@ export function createApp(deps: AppDeps): DuetApp {
   });
   app.get("/v1/api", (req, res) => {
     cachePage(res);
+    // The base URL first: a refused Host answers the JSON 400, not JSON labelled as markdown.
+    const base = baseUrl(req);
     res.type("text/markdown; charset=utf-8").send(
       renderRecipe({
-        baseUrl: baseUrl(req),
+        baseUrl: base,
         idleMinutes: config.roomIdleMs / 60_000,
         maxMinutes: config.roomMaxMs / 60_000,
         endingKeepSeconds: config.roomEndingKeepMs / 1000,

@@ -203,11 +203,22 @@ export const ConfigSchema = z
     RATE_LIMIT_ROOMS: integer(60, 0).describe(
       "Opens and joins per IP per window, on top of the above; `0` turns the limit off.",
     ),
+    RATE_LIMIT_SYNC_MS: integer(100, 10, 10_000).describe(
+      "On Redis: how often each node adds the room calls it counted against `RATE_LIMIT_REQUESTS` to the counts all nodes share (one script call per interval, not a round trip per call). A client spreading calls over several nodes can get past the limit by at most what they admit in one interval; opens and joins (`RATE_LIMIT_ROOMS`) are counted exactly, one round trip each.",
+    ),
     ROOMS_PER_IP: integer(50, 0).describe(
       "Rooms one client IP may hold open at once (opened and not yet closed or ended), counted like the rate limits (IPv6 per /56, through `TRUST_PROXY`): with 2 MiB of unacked text each at most, this bounds what one address pins in the store. Beyond it open answers 429 `too_many_rooms` with `Retry-After`; `0` turns the limit off.",
     ),
     MEMORY_STORE_MAX_BYTES: integer(256 * 1024 * 1024, 1024 * 1024).describe(
       "In-process store only (no Redis): the unacked text, idempotency keys and rooms it may hold in all, in bytes; beyond it open and send answer 507 `insufficient_storage` with `Retry-After`. On Redis, `maxmemory` with `noeviction` is the bound (writes then answer 503).",
+    ),
+    // A 2 MiB text of control characters is 12.6 MB of JSON; Node keeps what a client does not
+    // read for as long as the connection stays open (no write timeout once the request is read).
+    SLOW_READER_TIMEOUT_MS: integer(30_000, 100, 3_600_000).describe(
+      "An answer its client has not taken this long after the relay ended it (bytes still in the node's socket) is dropped with its connection, so a client that never reads cannot pin it in the node.",
+    ),
+    CLIENT_UNSENT_BYTES_MAX: integer(64 * 1024 * 1024, 0).describe(
+      "Bytes of ended answers one client IP (counted like the rate limits) may leave untaken on a node; beyond it its calls answer 429 `rate_limited` with `Retry-After` until those answers are read or dropped (`SLOW_READER_TIMEOUT_MS`), and an answer that ends while it is beyond is dropped at once. What one client can pin per node is this plus one answer (up to 12.6 MB). `0`: any answer left untaken refuses the next call.",
     ),
     WAKE_RECHECK_SECONDS: integer(150, 1, 3600).describe(
       "A waiting recv or stream re-reads its inbox this often (±20 %) even without a wake-up: a last resort, since the subscriber's heartbeat and the reconnect re-read already bound a lost wake-up. Long-polls wait at most 25 s, so at the default only streams ever re-read (0.4 times a minute).",
@@ -220,6 +231,15 @@ export const ConfigSchema = z
     ),
     KEEP_ALIVE_TIMEOUT_SECONDS: integer(65, 1, 3600).describe(
       "Idle keep-alive of client connections; keep it above the load balancer's upstream idle timeout.",
+    ),
+    HEADERS_TIMEOUT_MS: integer(20_000, 100, 600_000).describe(
+      "A connection that starts a request (or opens) and does not finish its headers within this long gets 408 `request_timeout` and is closed (slowloris); at most `KEEP_ALIVE_TIMEOUT_SECONDS` + 1 s. A request being answered (a long-poll, a stream) is never timed out.",
+    ),
+    REQUEST_TIMEOUT_MS: integer(60_000, 100, 3_600_000).describe(
+      "A request whose body has not all arrived this long after its headers gets 408 `request_timeout` and its connection is closed.",
+    ),
+    CONNECTION_CHECK_INTERVAL_MS: integer(1000, 10, 60_000).describe(
+      "How often the relay looks for connections past those two timeouts (instead of Node's own 30 s sweep), judging them only after the input that was waiting has been read: a slow client is closed within its timeout plus this.",
     ),
     // Node's default is 511: a node holding thousands of long-polls that restarts, or whose
     // clients reconnect together, overflows it while its event loop is busy, and the kernel
@@ -330,15 +350,22 @@ export interface Config {
   /** How long a room's seats still learn how it ended, after it ended. */
   roomEndingKeepMs: number;
   userAgentPolicy: "denylist" | "off" | "strict";
-  rateLimit: { windowMs: number; requestsPerWindow: number; roomsPerWindow: number };
+  rateLimit: { windowMs: number; requestsPerWindow: number; roomsPerWindow: number; syncMs: number };
   /** Live rooms one client address may hold (0: no limit). */
   roomsPerClient: number;
   /** The in-process store's budget, in bytes. */
   memoryStoreMaxBytes: number;
+  /** An answer not taken by its client this long after it ended is dropped with its connection. */
+  slowReaderTimeoutMs: number;
+  /** Untaken answer bytes one client may hold on this node before its calls answer 429. */
+  clientUnsentBytesMax: number;
   wakeRecheckMs: number;
   statsCacheMs: number;
   shutdownDrainMs: number;
   keepAliveTimeoutMs: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  connectionCheckIntervalMs: number;
   listenBacklog: number;
   logLevel: string;
 }
@@ -396,13 +423,19 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000,
       requestsPerWindow: e.RATE_LIMIT_REQUESTS,
       roomsPerWindow: e.RATE_LIMIT_ROOMS,
+      syncMs: e.RATE_LIMIT_SYNC_MS,
     },
     roomsPerClient: e.ROOMS_PER_IP,
     memoryStoreMaxBytes: e.MEMORY_STORE_MAX_BYTES,
+    slowReaderTimeoutMs: e.SLOW_READER_TIMEOUT_MS,
+    clientUnsentBytesMax: e.CLIENT_UNSENT_BYTES_MAX,
     wakeRecheckMs: e.WAKE_RECHECK_SECONDS * 1000,
     statsCacheMs: e.STATS_CACHE_MS,
     shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_SECONDS * 1000,
+    headersTimeoutMs: Math.min(e.HEADERS_TIMEOUT_MS, e.KEEP_ALIVE_TIMEOUT_SECONDS * 1000 + 1000),
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    connectionCheckIntervalMs: e.CONNECTION_CHECK_INTERVAL_MS,
     listenBacklog: e.LISTEN_BACKLOG,
     logLevel: e.LOG_LEVEL,
   };

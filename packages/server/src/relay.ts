@@ -1,6 +1,6 @@
 // The relay as a library: build the store the configuration asks for, listen, and stop
 // gracefully. main.ts runs it as a process; tests and the benchmark start it in their own.
-import type { Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { Socket } from "node:net";
 import type { Store } from "express-rate-limit";
 import { createApp } from "./app.js";
@@ -9,6 +9,9 @@ import type { Config } from "./config.js";
 import type { Logger } from "./logger.js";
 import { RedisWakeupBus } from "./realtime/redis-wakeups.js";
 import { FailOpenRedisRateLimitStore } from "./http/rate-limit.js";
+import { SyncedRedisRateLimitStore } from "./http/synced-rate-limit.js";
+import { serverOptionsFor } from "./http/request-classes.js";
+import { deferConnectionChecks, type ConnectionChecks } from "./http/connection-checks.js";
 import { MemoryRoomStore } from "./store/memory/memory-store.js";
 import { createRedisConnections, type RedisClient } from "./store/redis/connection.js";
 import { RedisKeys } from "./store/redis/keys.js";
@@ -19,6 +22,8 @@ export interface RunningRelay {
   server: Server;
   url: string;
   store: RoomStore;
+  /** The slow-client timeouts the relay enforces (Node's own sweep is off). */
+  connectionChecks: ConnectionChecks;
   /** Graceful stop: readiness off, answer waiting recvs, finish in-flight requests, close. */
   shutdown(): Promise<void>;
 }
@@ -63,7 +68,8 @@ export function createStore(config: Config): StoreWiring {
       ...(acked ? [["acked-writes", acked] as [string, RedisClient]] : []),
     ],
     rateLimitStores: {
-      requests: new FailOpenRedisRateLimitStore(client, keys.rateLimit("requests")),
+      // Counted on the node, synced in batches: no round trip per call (synced-rate-limit.ts).
+      requests: new SyncedRedisRateLimitStore(client, keys, "requests", config.rateLimit.syncMs),
       rooms: new FailOpenRedisRateLimitStore(client, keys.rateLimit("rooms")),
     },
   };
@@ -87,7 +93,19 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
       logger.info({ connection: name }, "redis ready");
     });
   }
-  const server = app.listen(config.port, config.host, config.listenBacklog);
+  // Requests born with the app's prototypes: see http/request-classes.ts (heap per waiting seat).
+  const server = createServer(serverOptionsFor(app), app).listen(config.port, config.host, config.listenBacklog);
+  // Slow clients (headers trickled, a 13 MiB body trickled) are timed out by the relay, not
+  // by Node's sweep, which answered 408 to requests that had arrived while the event loop
+  // was busy (connection-checks.ts).
+  const connectionChecks = deferConnectionChecks(server, {
+    headersTimeoutMs: config.headersTimeoutMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+    intervalMs: config.connectionCheckIntervalMs,
+    // Answered outside Express: counted here, so the first one shows on the dashboard too.
+    onTimeout: () => metrics.countError("request_timeout"),
+  });
+  server.on("close", () => connectionChecks.stop());
   // Connections, so that shutdown can close those that never sent a byte: Node's
   // closeIdleConnections leaves them open (no request has ended on them), and they would
   // hold the drain for SHUTDOWN_DRAIN_SECONDS.
@@ -99,9 +117,6 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
   // Above the load balancer's idle timeout, so the balancer closes idle connections first.
   server.keepAliveTimeout = config.keepAliveTimeoutMs;
-  server.headersTimeout = Math.min(20_000, config.keepAliveTimeoutMs + 1000);
-  // A 13 MiB body must not trickle in for the default five minutes.
-  server.requestTimeout = 60_000;
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;
@@ -128,8 +143,11 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     );
     clearTimeout(spares);
     if (!drained) server.closeAllConnections();
+    // The last hits counted on this node go to the shared counts before Redis is closed.
+    const requests = rateLimitStores?.requests;
+    if (requests instanceof SyncedRedisRateLimitStore) await requests.close();
     await store.close();
     logger.info({ drained }, "stopped");
   };
-  return { server, url, store, shutdown };
+  return { server, url, store, connectionChecks, shutdown };
 }

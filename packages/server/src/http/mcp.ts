@@ -154,10 +154,17 @@ function allowedOrigins(hosts: Set<string>, publicUrl?: string): Set<string> {
 }
 
 /** A JSON-RPC error answered before MCP runs (no id: it answers no request in particular). */
-function rpcRefusal(res: Response, status: number, code: number, message: string, duet: ErrorCode): void {
+function rpcRefusal(
+  res: Response,
+  status: number,
+  code: number,
+  message: string,
+  duet: ErrorCode,
+  id: string | number | null = null,
+): void {
   res
     .status(status)
-    .json({ jsonrpc: "2.0", id: null, error: { code, message, data: { error: duet, remedy: ERRORS[duet].remedy } } });
+    .json({ jsonrpc: "2.0", id, error: { code, message, data: { error: duet, remedy: ERRORS[duet].remedy } } });
 }
 
 type RpcMessage = { method?: unknown; params?: { name?: unknown; arguments?: unknown } } | null;
@@ -325,6 +332,23 @@ export function mcpRoutes(deps: McpDeps): Router {
     roomLimitForTools,
     async (req, res, next) => {
       const message = req.body as RpcMessage;
+      // A tools/call without a params object naming the tool: the SDK's own check would answer
+      // -32603 (internal error) with a raw zod dump of what was sent.
+      if (
+        message?.method === "tools/call" &&
+        !(isPlainObject(message.params) && typeof message.params.name === "string")
+      ) {
+        metrics.countError("bad_request");
+        const id = (message as { id?: unknown }).id;
+        return rpcRefusal(
+          res,
+          400,
+          RpcErrorCode.InvalidParams,
+          "tools/call needs params: {name: the tool's name, arguments: an object}.",
+          "bad_request",
+          typeof id === "string" || typeof id === "number" ? id : null,
+        );
+      }
       let rawArguments: unknown;
       if (message?.method === "tools/call" && isPlainObject(message.params)) {
         rawArguments = message.params.arguments;

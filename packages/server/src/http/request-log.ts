@@ -2,7 +2,7 @@
 // duration. The URL is not logged (a query string holds a room code) and neither are
 // headers or bodies.
 import { performance } from "node:perf_hooks";
-import type { Request, RequestHandler } from "express";
+import type { Request, RequestHandler, Response } from "express";
 import type { Logger } from "../logger.js";
 import type { RelayMetrics } from "../metrics.js";
 import { UNMATCHED } from "./known-routes.js";
@@ -18,28 +18,36 @@ export function labelRoute(req: Request, route: string): void {
   (req as Labelled)[ROUTE] = route;
 }
 
+const STARTED = Symbol("duet.started");
+type Timed = Response & { [STARTED]?: number };
+
 export function requestLog(logger: Logger, metrics: RelayMetrics): RequestHandler {
-  return (req, res, next) => {
+  // One listener for every request, the response being `this` and its request res.req: no
+  // closure, context and once-wrapper per request (a waiting recv or a stream holds them for
+  // its whole life). On, not once: 'close' comes once.
+  function logged(this: Timed): void {
+    const req = this.req as Labelled;
+    const route: string = req.route?.path ?? req[ROUTE] ?? UNMATCHED;
+    const ms = Math.round((performance.now() - (this[STARTED] ?? 0)) * 1000) / 1000;
+    const labels = { route, method: req.method, status: String(this.statusCode) };
+    metrics.requests.inc(labels);
+    metrics.requestSeconds.observe(labels, ms / 1000);
+    logger.info(
+      {
+        method: req.method,
+        route,
+        status: this.statusCode,
+        ms,
+        // A long-poll the client abandoned never got an answer.
+        ...(this.writableFinished ? {} : { aborted: true }),
+      },
+      "request",
+    );
+  }
+  return (_req, res, next) => {
     // A float, not hrtime's bigint: no BigInt arithmetic per request.
-    const started = performance.now();
-    res.once("close", () => {
-      const route: string = req.route?.path ?? (req as Labelled)[ROUTE] ?? UNMATCHED;
-      const ms = Math.round((performance.now() - started) * 1000) / 1000;
-      const labels = { route, method: req.method, status: String(res.statusCode) };
-      metrics.requests.inc(labels);
-      metrics.requestSeconds.observe(labels, ms / 1000);
-      logger.info(
-        {
-          method: req.method,
-          route,
-          status: res.statusCode,
-          ms,
-          // A long-poll the client abandoned never got an answer.
-          ...(res.writableFinished ? {} : { aborted: true }),
-        },
-        "request",
-      );
-    });
+    (res as Timed)[STARTED] = performance.now();
+    res.on("close", logged);
     next();
   };
 }

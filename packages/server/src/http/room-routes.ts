@@ -8,7 +8,7 @@ import { hashSeatToken } from "../store/credentials.js";
 import { labelRoute } from "./request-log.js";
 import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
-import { ClientGone } from "../realtime/client-gone.js";
+import { type ClientGone, goneWhenClosed } from "../realtime/client-gone.js";
 import { clientKey } from "./rate-limit.js";
 import { parseInput } from "./validate.js";
 
@@ -50,13 +50,7 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
       // would only build an AbortError (a DOMException with a stack) per call for nobody.
       // ClientGone rather than an AbortController: a waiting recv holds it for its whole wait.
       let signal: ClientGone | undefined;
-      if (spec.method === "GET") {
-        const abandoned = new ClientGone();
-        signal = abandoned;
-        res.on("close", () => {
-          if (!res.writableFinished) abandoned.abort();
-        });
-      }
+      if (spec.method === "GET") signal = goneWhenClosed(res);
       run(input as never, { tokenHash, token, baseUrl: baseUrl(req), client: clientKey(req), signal }).then((body) => {
         if (body !== undefined) res.json(body);
       }, next);

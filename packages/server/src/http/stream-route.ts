@@ -6,13 +6,16 @@ import { Router, type Request, type Response } from "express";
 import { StreamQuery, type Message, type RoomEnding, type StreamEndReason } from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { OpenStreams, PreparedStream, StreamSink } from "../realtime/streams.js";
-import { ClientGone } from "../realtime/client-gone.js";
+import { type ClientGone, goneWhenClosed } from "../realtime/client-gone.js";
 import { seatTokenHash } from "./auth.js";
 import { parseInput } from "./validate.js";
 
 // The sinks are classes, so that an open stream holds one small object and no closures.
 class SseSink implements StreamSink {
   constructor(private readonly res: Response) {}
+  backlog(): number {
+    return this.res.writableLength;
+  }
   message(m: Message): void {
     this.res.write(
       `id: ${m.id}\nevent: message\ndata: ${JSON.stringify({ id: m.id, from: m.from, text: m.text })}\n\n`,
@@ -33,6 +36,9 @@ class SseSink implements StreamSink {
 
 class NdjsonSink implements StreamSink {
   constructor(private readonly res: Response) {}
+  backlog(): number {
+    return this.res.writableLength;
+  }
   message(m: Message): void {
     this.res.write(`${JSON.stringify({ event: "message", id: m.id, from: m.from, text: m.text })}\n`);
   }
@@ -62,9 +68,7 @@ export function streamRoute(streams: OpenStreams): Router {
   const router = Router();
   router.get("/v1/stream", async (req, res, next) => {
     // 'close' before the stream ended means the client went away: free the stream.
-    // (on, not once: once wraps the listener in a bound function and a state object.)
-    const abandoned = new ClientGone();
-    res.on("close", () => abandoned.abort());
+    const abandoned = goneWhenClosed(res);
     let prepared: PreparedStream;
     let after: number;
     let format: "sse" | "ndjson";
@@ -93,13 +97,31 @@ export function streamRoute(streams: OpenStreams): Router {
     // proxy (SSE: a comment; NDJSON: a space, JSON whitespace that makes no line).
     res.write(format === "sse" ? ": duet stream\n\n" : " ");
     const sink = format === "ndjson" ? new NdjsonSink(res) : new SseSink(res);
-    try {
-      await streams.serve(prepared, after, sink, abandoned);
-    } catch {
-      // Past the first byte there is no error answer: the stream just ends, and the client reconnects.
-    } finally {
-      if (!res.writableEnded) res.end();
-    }
+    // What was held back while the client was not reading (streams.ts) goes out once it has.
+    res.on("drain", prepared.waiter.drained);
+    // Served apart from this handler, which returns now: Express's request chain (the
+    // router's and the route's closures, `next`, the handler's promise) is then garbage
+    // instead of being held for the stream's whole life (~1.5 KB of heap per stream).
+    // The router keeps its `next` on the request (req.next), and with it the chain's state.
+    req.next = undefined;
+    void serveStream(streams, prepared, after, sink, abandoned, res);
   });
   return router;
+}
+
+async function serveStream(
+  streams: OpenStreams,
+  prepared: PreparedStream,
+  after: number,
+  sink: StreamSink,
+  abandoned: ClientGone,
+  res: Response,
+): Promise<void> {
+  try {
+    await streams.serve(prepared, after, sink, abandoned);
+  } catch {
+    // Past the first byte there is no error answer: the stream just ends, and the client reconnects.
+  } finally {
+    if (!res.writableEnded) res.end();
+  }
 }

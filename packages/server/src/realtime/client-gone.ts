@@ -40,3 +40,28 @@ export class ClientGone implements GoneSignal {
     else if (Array.isArray(this.listeners)) this.listeners = this.listeners.filter((l) => l !== listener);
   }
 }
+
+const GONE = Symbol("duet.gone");
+interface Closable {
+  on(event: "close", listener: () => void): unknown;
+  readonly writableFinished: boolean;
+  [GONE]?: ClientGone;
+}
+// One listener for every response: the response is `this` (no closure and context per request).
+function closed(this: Closable): void {
+  if (!this.writableFinished) this[GONE]?.abort();
+}
+
+/**
+ * A ClientGone that aborts when the response closes before it finished (the client went
+ * away). After a finished answer there is nothing to free, and nothing is aborted.
+ */
+export function goneWhenClosed(res: {
+  on(event: "close", listener: () => void): unknown;
+  readonly writableFinished: boolean;
+}): ClientGone {
+  const gone = new ClientGone();
+  (res as Closable)[GONE] = gone;
+  res.on("close", closed);
+  return gone;
+}

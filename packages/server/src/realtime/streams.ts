@@ -31,10 +31,28 @@ const noop = (): void => undefined;
 
 /** Proxies close a silent connection after 60 s (nginx's default read timeout): 20 s is well inside. */
 export const HEARTBEAT_MS = 20_000;
+/**
+ * The heartbeat goes to one slice of the streams at a time, one slice every HEARTBEAT_MS /
+ * HEARTBEAT_SLICES: each stream still gets one every HEARTBEAT_MS, and the node never writes
+ * to all its streams in one turn of the event loop (at 17,000 streams that turn held the
+ * loop for long enough, on a busy machine, that the Redis heartbeat timed out and calls
+ * answered 503).
+ */
+const HEARTBEAT_SLICES = 20;
 /** Streams one seat may hold on one node; the oldest is ended ("replaced") when one more opens. */
 export const MAX_STREAMS_PER_SEAT = 2;
-/** After a store failure the stream retries its read this often, holding the connection. */
+/** After a store failure the stream retries its read after this long, holding the connection… */
 const RETRY_MS = 1000;
+/**
+ * Bytes written to a stream and not yet taken by its client beyond which the stream writes
+ * nothing more until the client catches up (the connection drains): a client that stops
+ * reading would otherwise have every later message, receipt and heartbeat kept in the
+ * node's memory for as long as its connection stays open. Messages stay in the inbox until
+ * acked, so one not written now is written after the drain (or by the next stream).
+ */
+export const STREAM_BACKLOG_BYTES = 64 * 1024;
+/** …then twice as long each time, up to this (jittered): see OpenStreams.read. */
+const MAX_RETRY_MS = 10_000;
 
 /** Where a stream's events go: the HTTP route renders them as SSE or NDJSON. */
 export interface StreamSink {
@@ -44,7 +62,14 @@ export interface StreamSink {
   heartbeat(): void;
   /** The last event; the sink ends the response. ended: how the room ended, when it did. */
   end(reason: StreamEndReason, ended?: RoomEnding): void;
+  /**
+   * Bytes written and not yet taken by the client (absent: always 0). Past
+   * STREAM_BACKLOG_BYTES the stream waits for `drained()` to be called before writing more.
+   */
+  backlog?(): number;
 }
+
+const congested = (sink: StreamSink) => (sink.backlog?.() ?? 0) > STREAM_BACKLOG_BYTES;
 
 /** A store error that means the room is over for this seat: its end reason, and how it ended when the store knows. */
 export function endReasonOf(error: unknown): { reason: StreamEndReason; ended?: RoomEnding } | undefined {
@@ -64,6 +89,8 @@ export interface PreparedStream {
 
 interface OpenStream {
   seatKey: string;
+  /** Its heartbeat slice (see OpenStreams.beat). */
+  slice: number;
   sink: StreamSink;
   waiter: StreamWaiter;
   ended: boolean;
@@ -90,7 +117,8 @@ export class StreamWaiter extends Waiter {
     }
     const stream = this.stream;
     const seat = this.concern as Seat | undefined;
-    if (stream === undefined || seat === undefined) {
+    // Held until the stream serves, or until its client has taken what was written.
+    if (stream === undefined || seat === undefined || (!stream.ended && congested(stream.sink))) {
       this.held ??= [];
       if (this.held.length < MAX_HELD_RECEIPTS) this.held.push(event);
       return;
@@ -102,6 +130,16 @@ export class StreamWaiter extends Waiter {
   /** Starts serving: the receipts held so far go out first. */
   serve(stream: OpenStream): void {
     this.stream = stream;
+    this.flush();
+  }
+
+  /** The client took what was written: the receipts held meanwhile go out, and the stream re-reads. */
+  drained = (): void => {
+    this.flush();
+    this.fire("wake");
+  };
+
+  private flush(): void {
     const held = this.held;
     this.held = undefined;
     if (held) for (const event of held) this.hear(event);
@@ -112,6 +150,9 @@ export class StreamWaiter extends Waiter {
 export class OpenStreams {
   private readonly streams = new Set<OpenStream>();
   private readonly bySeat = new Map<string, OpenStream[]>();
+  private readonly slices = Array.from({ length: HEARTBEAT_SLICES }, () => new Set<OpenStream>());
+  private nextSlice = 0;
+  private beatSlice = 0;
   private heartbeat?: NodeJS.Timeout;
   private draining = false;
 
@@ -173,7 +214,13 @@ export class OpenStreams {
       return sink.end("shutdown");
     }
     let lastSent = after;
-    const stream: OpenStream = { seatKey: `${seat.code}:${seat.tokenHash}`, sink, waiter, ended: false };
+    const stream: OpenStream = {
+      seatKey: `${seat.code}:${seat.tokenHash}`,
+      slice: this.nextSlice++ % HEARTBEAT_SLICES,
+      sink,
+      waiter,
+      ended: false,
+    };
     signal.addEventListener("abort", waiter.onGone);
     this.add(stream);
     waiter.serve(stream);
@@ -182,7 +229,9 @@ export class OpenStreams {
       for (;;) {
         if (stream.ended || signal.aborted || !current) return;
         for (const message of current.messages) {
-          // Ids grow within a room; an inbox is oldest first.
+          // Ids grow within a room; an inbox is oldest first. A client that has not taken
+          // what was written gets the rest after the drain (which wakes this loop).
+          if (congested(sink)) break;
           if (Number(message.id) > lastSent) {
             sink.message(message);
             lastSent = Number(message.id);
@@ -206,7 +255,7 @@ export class OpenStreams {
 
   /** The inbox, or undefined once the stream has ended (the room is gone: `end` sent). */
   private async read(seat: SeatCredentials, stream: OpenStream, touch = false): Promise<InboxSnapshot | undefined> {
-    for (;;) {
+    for (let failures = 0; ; failures++) {
       try {
         return await this.store.readInbox(seat, touch);
       } catch (error) {
@@ -215,8 +264,13 @@ export class OpenStreams {
           this.finish(stream, end.reason, end.ended);
           return undefined;
         }
-        // The store is unreachable: hold the stream (heartbeats go on) and try again.
-        const next = await stream.waiter.next(RETRY_MS);
+        // The store is unreachable: hold the stream (heartbeats go on) and try again, later
+        // each time (1 s, 2 s, 4 s … 10 s, jittered). Every stream of a node retrying every
+        // second was a storm of failing calls and their errors: at 14,000 streams a node spent
+        // two thirds of its time in the GC and did not recover. The node's reconnect to Redis
+        // wakes every stream at once anyway ("resync").
+        const delay = Math.min(MAX_RETRY_MS, RETRY_MS * 2 ** failures) * (0.5 + Math.random());
+        const next = await stream.waiter.next(delay);
         if (next === "aborted" || next === "drained" || stream.ended) return undefined;
       }
     }
@@ -232,6 +286,7 @@ export class OpenStreams {
 
   private add(stream: OpenStream): void {
     this.streams.add(stream);
+    this.slices[stream.slice]!.add(stream);
     const same = this.bySeat.get(stream.seatKey) ?? [];
     same.push(stream);
     this.bySeat.set(stream.seatKey, same);
@@ -239,16 +294,23 @@ export class OpenStreams {
     // is the one that is listening now (a reconnect whose old connection is not dead yet).
     while (same.length > MAX_STREAMS_PER_SEAT) this.finish(same.shift()!, "replaced");
     if (!this.heartbeat) {
-      this.heartbeat = setInterval(() => {
-        for (const open of this.streams) if (!open.ended) open.sink.heartbeat();
-      }, this.heartbeatMs);
+      this.heartbeat = setInterval(this.beat, this.heartbeatMs / HEARTBEAT_SLICES);
       this.heartbeat.unref();
     }
   }
 
+  /** One slice's heartbeats. */
+  private readonly beat = (): void => {
+    const slice = this.slices[this.beatSlice]!;
+    this.beatSlice = (this.beatSlice + 1) % HEARTBEAT_SLICES;
+    // A stream whose client has bytes to take needs no heartbeat (and must not grow).
+    for (const open of slice) if (!open.ended && !congested(open.sink)) open.sink.heartbeat();
+  };
+
   private remove(stream: OpenStream): void {
     stream.ended = true;
     this.streams.delete(stream);
+    this.slices[stream.slice]!.delete(stream);
     const same = this.bySeat.get(stream.seatKey);
     if (same) {
       const at = same.indexOf(stream);

@@ -367,6 +367,22 @@ forEachTarget((target) => {
       expect({ status: head.status, allow: head.headers.get("allow") }).toEqual({ status: 405, allow: "GET" });
     });
 
+    it("OPTIONS and HEAD answer the same 405 on every spelling the routes match (case, trailing slash)", async () => {
+      const { client } = target();
+      for (const path of ["/v1/join/", "/V1/JOIN", "/V1/Recv/", "/MCP", "/mcp/", "/v1/Stats/"]) {
+        const reply = await client.call("OPTIONS", path);
+        expectError(reply, 405, "method_not_allowed");
+      }
+      for (const path of ["/v1/stream/", "/V1/STREAM", "/v1/Stream/"]) {
+        const head = await client.call("HEAD", path);
+        expect({ path, status: head.status, allow: head.headers.get("allow") }).toEqual({
+          path,
+          status: 405,
+          allow: "GET",
+        });
+      }
+    });
+
     it("every operation of the endpoint table answers another method with 405 and its one method in Allow", async () => {
       for (const id of OPERATION_IDS) {
         const { method, path } = ENDPOINTS[id];

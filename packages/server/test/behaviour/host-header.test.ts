@@ -45,7 +45,12 @@ forEachTarget((target) => {
         ["POST", "/v1/open", "{}"],
       ] as const) {
         const reply = await withHost(url(), path, host, { method, body });
-        expect({ host, path, status: reply.status }).toEqual({ host, path, status: 400 });
+        expect({ host, path, status: reply.status, type: reply.headers["content-type"] }).toEqual({
+          host,
+          path,
+          status: 400,
+          type: "application/json; charset=utf-8",
+        });
         expect(JSON.parse(reply.text)).toMatchObject({
           error: "bad_request",
           message: expect.stringMatching(/^The Host header/),

@@ -94,6 +94,19 @@ forEachTarget((target) => {
     }
   });
 
+  it("a tools/call without params naming the tool is -32602, not -32603 with a zod dump", async () => {
+    for (const params of [undefined, null, [], "open", { name: { a: 1 } }, { arguments: {} }]) {
+      const answer = await rpc(url(), { jsonrpc: "2.0", id: 7, method: "tools/call", params });
+      expect({ params, status: answer.status, code: answer.message?.error?.code, id: answer.message?.id }).toEqual({
+        params,
+        status: 400,
+        code: -32602,
+        id: 7,
+      });
+      expect(answer.text).not.toContain("invalid_type");
+    }
+  });
+
   it("a __proto__ argument is an unknown field, as on REST, never silently dropped", async () => {
     const answer = await rpc(
       url(),

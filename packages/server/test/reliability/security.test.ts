@@ -319,10 +319,14 @@ describe("limits and slow senders", () => {
     }
   });
 
-  it("the server's timeouts are set: headersTimeout <= 20 s, requestTimeout 60 s", () => {
+  it("the slow-client timeouts are set: headers <= 20 s, request 60 s, checked by the relay every second", () => {
     for (const node of target.nodes) {
-      expect(node.server.headersTimeout).toBeLessThanOrEqual(20_000);
-      expect(node.server.requestTimeout).toBe(60_000);
+      expect(node.connectionChecks.options.headersTimeoutMs).toBeLessThanOrEqual(20_000);
+      expect(node.connectionChecks.options.requestTimeoutMs).toBe(60_000);
+      expect(node.connectionChecks.options.intervalMs).toBe(1000);
+      // Node's own sweep is off (connection-checks.ts says why).
+      expect(node.server.headersTimeout).toBe(0);
+      expect(node.server.requestTimeout).toBe(0);
     }
   });
 

@@ -91,4 +91,13 @@ export class RedisKeys {
   rateLimit(name: string): string {
     return `${this.prefix}rl:${name}:`;
   }
+
+  /**
+   * One window of a locally counted rate limit (count-hits-1.lua): a hash of client key ->
+   * hits, shared by every node. The window's start (ms since the epoch, a multiple of the
+   * window) names it, so a new window is a new key and the old one expires.
+   */
+  rateLimitWindow(name: string, windowStart: number): string {
+    return `${this.prefix}rl:${name}:w:${windowStart}`;
+  }
 }

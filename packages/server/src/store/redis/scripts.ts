@@ -43,6 +43,7 @@ declare module "ioredis" {
     duetClose(...keysThenArgs: Arg[]): Result<number, Context>;
     duetEnding(...keysThenArgs: Arg[]): Result<number | NamedReply, Context>;
     duetClaim(...keysThenArgs: Arg[]): Result<[number, number?], Context>;
+    duetCountHits(...keysThenArgs: Arg[]): Result<number[], Context>;
   }
 }
 
@@ -56,6 +57,7 @@ const SCRIPTS = {
   duetClose: { file: "close-8.lua", numberOfKeys: 8 },
   duetEnding: { file: "ending-1.lua", numberOfKeys: 1 },
   duetClaim: { file: "claim-1.lua", numberOfKeys: 1 },
+  duetCountHits: { file: "count-hits-1.lua", numberOfKeys: 1 },
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;

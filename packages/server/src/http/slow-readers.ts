@@ -1,0 +1,78 @@
+// Clients that do not read their answers. Node applies no write timeout once a request has
+// been read, and keeps whatever the kernel has not taken for as long as the connection stays
+// open: a client that asks for a 12.6 MB answer (a 2 MiB text of control characters as JSON)
+// and never reads pinned it in the node for good, one answer per connection.
+//
+// When the app has ended an answer ('prefinish': everything handed to the socket), what the
+// socket still holds is counted against its client (clientKey, the rate limits' key) until
+// 'finish' (flushed to the kernel) or 'close'. An answer not taken within timeoutMs is dropped
+// with its connection; a client holding more than maxBytes untaken gets 429 rate_limited, and
+// an answer that ends while its client already holds more is dropped at once. One client
+// therefore pins at most maxBytes plus one answer per node. A fast client's answers leave
+// nothing in the socket: the cost on the hot path is one listener and one Map lookup.
+import type { Request, RequestHandler, Response } from "express";
+import { ApiError } from "../errors.js";
+import { clientKey } from "./rate-limit.js";
+
+export interface SlowReaderSettings {
+  /** An answer the client has not taken this long after it ended is dropped with its connection. */
+  timeoutMs: number;
+  /** Untaken bytes one client may hold on this node before its calls answer 429. */
+  clientMaxBytes: number;
+}
+
+export interface SlowReaders extends RequestHandler {
+  /** Bytes of ended answers the client's sockets still hold (for tests and metrics). */
+  unsentBytes(key: string): number;
+}
+
+export function slowReaders(settings: SlowReaderSettings): SlowReaders {
+  const unsent = new Map<string, number>();
+  const retryAfterSeconds = Math.max(1, Math.ceil(settings.timeoutMs / 1000));
+
+  const add = (key: string, bytes: number) => {
+    const total = (unsent.get(key) ?? 0) + bytes;
+    if (total > 0) unsent.set(key, total);
+    else unsent.delete(key);
+  };
+
+  function watch(req: Request, res: Response): void {
+    res.once("prefinish", () => {
+      const socket = res.socket;
+      const bytes = socket?.writableLength ?? 0;
+      if (!socket || bytes === 0) return;
+      const key = clientKey(req);
+      // Over its budget already (answers that ended together got past the check before any
+      // was counted): this one is dropped now, so the client never holds more than one answer
+      // past the budget.
+      if ((unsent.get(key) ?? 0) > settings.clientMaxBytes) return void socket.destroy();
+      add(key, bytes);
+      let timer: NodeJS.Timeout | undefined = setTimeout(() => socket.destroy(), settings.timeoutMs);
+      timer.unref();
+      const settle = () => {
+        if (timer === undefined) return;
+        clearTimeout(timer);
+        timer = undefined;
+        add(key, -bytes);
+        res.off("finish", settle);
+        res.off("close", settle);
+      };
+      res.once("finish", settle);
+      res.once("close", settle);
+    });
+  }
+
+  const middleware: RequestHandler = (req, res, next) => {
+    watch(req, res);
+    if (unsent.size > 0 && (unsent.get(clientKey(req)) ?? 0) > settings.clientMaxBytes) {
+      const error = new ApiError(
+        "rate_limited",
+        "This address has answers waiting on this relay that it has not read: read them (or close those connections), then retry after Retry-After seconds.",
+      );
+      error.retryAfterSeconds = retryAfterSeconds;
+      return next(error);
+    }
+    next();
+  };
+  return Object.assign(middleware, { unsentBytes: (key: string) => unsent.get(key) ?? 0 });
+}
