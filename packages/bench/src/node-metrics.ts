@@ -2,6 +2,7 @@
 // delay and CPU time. IPC rather than an extra HTTP route, so the product server gains no
 // bench-only endpoint and the load generator's sockets are not involved.
 import { monitorEventLoopDelay } from "node:perf_hooks";
+import { writeHeapSnapshot } from "node:v8";
 
 export interface NodeMetrics {
   rss: number;
@@ -38,6 +39,14 @@ export function reportMetrics(sample: () => Promise<{ waiting: number; connectio
   const eld = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
   eld.enable();
   const delay = (ns: number) => Math.max(0, ns / 1e6 - RESOLUTION_MS);
+  // {type:"heapsnapshot", id, path}: a V8 heap snapshot after a full GC (the bench's
+  // --heap-snapshot; what each waiting seat holds is read from a pair of them).
+  process.on("message", (message: { type?: string; id?: number; path?: string }) => {
+    if (message?.type !== "heapsnapshot" || !message.path) return;
+    (globalThis as { gc?: () => void }).gc?.();
+    writeHeapSnapshot(message.path);
+    process.send?.({ type: "heapsnapshot", id: message.id });
+  });
   process.on("message", (message: MetricsRequest) => {
     if (message?.type !== "metrics") return;
     const gc = (globalThis as { gc?: () => void }).gc;

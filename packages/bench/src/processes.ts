@@ -49,6 +49,8 @@ export interface ServerProcess {
   url: string;
   pid: number;
   metrics(options?: { gc?: boolean; resetEld?: boolean }): Promise<NodeMetrics>;
+  /** Writes a V8 heap snapshot of the process to path (after a full GC); resolves when it is written. */
+  heapSnapshot(path: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -57,7 +59,7 @@ let nextMetricsId = 1;
 /** Starts dist/<script> as a child process and waits for its {type:"ready", url}. */
 export async function startServer(
   name: string,
-  script: "duet-node.js" | "ceiling-node.js",
+  script: "duet-node.js" | "ceiling-node.js" | "hold-node.js",
   options: { args?: string[]; env?: Record<string, string>; execArgv?: string[]; cpu?: string } = {},
 ): Promise<ServerProcess> {
   const child: ChildProcess = fork(join(__dirname, script), options.args ?? [], {
@@ -94,6 +96,19 @@ export async function startServer(
         };
         child.on("message", onMessage);
         child.send({ type: "metrics", id, ...request } satisfies MetricsRequest);
+      }),
+    heapSnapshot: (path) =>
+      new Promise<void>((resolve, reject) => {
+        const id = nextMetricsId++;
+        const timer = setTimeout(() => reject(new Error(`${name} did not write its heap snapshot`)), 600_000);
+        const onMessage = (message: { type?: string; id?: number }) => {
+          if (message?.type !== "heapsnapshot" || message.id !== id) return;
+          clearTimeout(timer);
+          child.off("message", onMessage);
+          resolve();
+        };
+        child.on("message", onMessage);
+        child.send({ type: "heapsnapshot", id, path });
       }),
     stop: () =>
       new Promise<void>((resolve) => {

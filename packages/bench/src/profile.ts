@@ -4,6 +4,7 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LOAD_CPU, duetEnv, pin, startRedis, startServer } from "./processes.js";
+import { LIMITS_ON } from "./limits.js";
 import { runCycle } from "./scenarios/message-cycle.js";
 
 interface ProfileNode {
@@ -114,8 +115,11 @@ export function summariseProfile(profile: CpuProfile) {
 }
 
 async function main(): Promise<void> {
-  const rooms = Number(process.argv[2] ?? 32);
-  const seconds = Number(process.argv[3] ?? 10);
+  // `--limits`: the rate limits on, as `bench limits` runs them (the defaults' code path).
+  const limits = process.argv.includes("--limits");
+  const args = process.argv.slice(2).filter((a) => a !== "--limits");
+  const rooms = Number(args[0] ?? 32);
+  const seconds = Number(args[1] ?? 10);
   pin(process.pid, LOAD_CPU);
   const dir = join(__dirname, "..", "profiles");
   rmSync(dir, { recursive: true, force: true });
@@ -123,7 +127,7 @@ async function main(): Promise<void> {
   const redis = await startRedis();
   try {
     const node = await startServer("duet (profiled)", "duet-node.js", {
-      env: duetEnv(redis.url),
+      env: duetEnv(redis.url, limits ? LIMITS_ON : {}),
       execArgv: ["--cpu-prof", "--cpu-prof-dir", dir, "--cpu-prof-name", "duet-node.cpuprofile"],
     });
     const result = await runCycle(node.url, rooms, { warmupMs: 1000, measureMs: seconds * 1000 });

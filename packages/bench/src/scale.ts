@@ -1,0 +1,636 @@
+// `pnpm --filter @duet/bench scale [--seats N] [--nodes K] [--clients C] [--mode stream|long-poll]
+// [--cluster] [--smoke]`: many agents on several relay nodes, measured. K duet nodes (each a
+// process of its own on its own core share), the run's own redis-server (or a 3-master
+// Redis Cluster with --cluster), and C client processes (src/scale-client.ts) holding N
+// seats in N/2 rooms, each seat holding `GET /v1/stream` (or looping a 25 s recv), the two
+// seats of a room on different nodes.
+//
+// Phases, each reported: the nodes empty (their fixed CPU and memory); the rooms opened
+// (through setup nodes that are stopped before the seats connect, so the measured nodes'
+// memory holds no garbage of that); every seat connected (time and errors); the idle window
+// (per node CPU, RSS and heap per seat above the empty node; Redis memory, CPU and commands a
+// second); the message load (1 % of rooms sending once a second for a minute: send → event
+// latency across nodes, errors, node CPU under load); and idle again after it.
+//
+// This machine allows a process at most 20,000 file descriptors (the hard limit cannot be
+// raised), so no process, relay or client, holds more than ~17,000 seats: the defaults
+// give 100,000 seats 6 nodes and 6 clients. Everything started is stopped by its PID on
+// every way out (the children also end themselves when this process goes away).
+import { type ChildProcess, fork } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, totalmem } from "node:os";
+import { join } from "node:path";
+import { type SpawnedCluster, type SpawnedRedis, spawnCluster, spawnRedis } from "@duet/testkit";
+import { Redis } from "ioredis";
+import type { NodeMetrics } from "./node-metrics.js";
+import { duetEnv, type ServerProcess, startServer } from "./processes.js";
+import type { ClientRequest, ClientStatus, LoadReport, ScaleSeat } from "./scale-client.js";
+import { median, sleep, summarize } from "./stats.js";
+
+function option(name: string, fallback: string): string {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 ? process.argv[at + 1]! : fallback;
+}
+const flag = (name: string) => process.argv.includes(`--${name}`);
+
+const smoke = flag("smoke");
+const mode = option("mode", "stream") as "stream" | "long-poll";
+const cluster = flag("cluster");
+const seats = Number(option("seats", smoke ? "200" : "100000"));
+/** Seats one process (relay or client) may hold: the fd hard limit is 20,000. */
+const PER_PROCESS = 17_000;
+const nodeCount = Number(option("nodes", String(Math.max(2, Math.ceil(seats / PER_PROCESS)))));
+const clientCount = Number(option("clients", String(Math.max(2, Math.ceil(seats / PER_PROCESS)))));
+const emptySeconds = Number(option("empty", smoke ? "1" : "15"));
+const settleSeconds = Number(option("settle", smoke ? "1" : "20"));
+const windowSeconds = Number(option("window", smoke ? "2" : "60"));
+const loadSeconds = Number(option("load-seconds", smoke ? "3" : "60"));
+const afterSeconds = Number(option("after", smoke ? "1" : "30"));
+/** Share of the rooms that send, each once a second. */
+const loadShare = Number(option("load-share", smoke ? "0.1" : "0.01"));
+const connectConcurrency = Number(option("concurrency", "24"));
+/** With --heap-snapshot DIR: node 0 writes a heap snapshot before the seats connect and another once they are all waiting. */
+const heapSnapshotDir = process.argv.includes("--heap-snapshot") ? option("heap-snapshot", "") : undefined;
+const extraEnv: Record<string, string> = {};
+process.argv.forEach((arg, i) => {
+  if (arg === "--env") {
+    const [key, ...value] = process.argv[i + 1]!.split("=");
+    extraEnv[key!] = value.join("=");
+  }
+});
+/** --bare http|express: the nodes are bare servers that only hold the seats' requests (src/hold-node.ts): the floor under duet's memory per seat. No Redis, no rooms, no message load. */
+const bare = process.argv.includes("--bare") ? (option("bare", "http") as "http" | "express") : undefined;
+/** --tag T: results/scale-…-<N>-T (a comparison's two runs, say). */
+const tag = process.argv.includes("--tag") ? `-${option("tag", "")}` : "";
+const name = `scale-${mode}${cluster ? "-cluster" : ""}${bare ? `-bare-${bare}` : ""}-${seats}${tag}`;
+
+const quiet = smoke && process.env.DUET_FIGURES !== "1";
+const kept: string[] = [];
+const t0 = Date.now();
+const log = (line: string) => {
+  const text = `[scale ${((Date.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${line}\n`;
+  if (quiet) kept.push(text);
+  else process.stderr.write(text);
+};
+
+// Every process this run starts, by PID, so that every way out can end them.
+const children = new Set<ChildProcess>();
+/** The relay nodes' PIDs (startServer's children end themselves when this process goes away, after a drain). */
+const nodePids = new Set<number>();
+function killAll(): void {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  for (const pid of nodePids) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+}
+process.on("exit", killAll);
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  process.on(signal, () => {
+    killAll();
+    process.exit(130);
+  });
+}
+
+/** One client process with a request/answer helper over IPC. */
+class ClientProcess {
+  readonly child: ChildProcess;
+  private readonly waiting = new Map<string, (message: never) => void>();
+  constructor(readonly index: number) {
+    this.child = fork(join(__dirname, "scale-client.js"), [], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
+    children.add(this.child);
+    this.child.on("message", (message: { type: string }) => {
+      const resolve = this.waiting.get(message.type);
+      if (resolve) {
+        this.waiting.delete(message.type);
+        resolve(message as never);
+      }
+      if (message.type === "failed") for (const r of this.waiting.values()) r(message as never);
+    });
+  }
+  next<T>(type: string, timeoutMs = 30 * 60_000): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`client ${this.index}: no ${type} in ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      this.waiting.set(type, (message) => {
+        clearTimeout(timer);
+        const m = message as { type: string; error?: string };
+        if (m.type === "failed") reject(new Error(`client ${this.index}: ${m.error}`));
+        else resolve(message as T);
+      });
+    });
+  }
+  request<T>(message: ClientRequest, answer: string, timeoutMs?: number): Promise<T> {
+    const reply = this.next<T>(answer, timeoutMs);
+    this.child.send(message);
+    return reply;
+  }
+  stop(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.child.exitCode !== null || this.child.signalCode !== null) return resolve();
+      const timer = setTimeout(() => this.child.kill("SIGKILL"), 10_000);
+      this.child.once("exit", () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.child.send({ type: "stop" } satisfies ClientRequest);
+    });
+  }
+}
+
+interface RedisView {
+  clients: Redis[];
+  info(): Promise<{ usedMemory: number; rss: number; cpuSeconds: number; commands: number; roundTrips: number }>;
+}
+
+function redisView(ports: number[]): RedisView {
+  const clients = ports.map(
+    (port) => new Redis({ port, host: "127.0.0.1", connectionName: "bench", maxRetriesPerRequest: 0 }),
+  );
+  const field = (info: string, name: string) => Number(new RegExp(`^${name}:([0-9.]+)`, "m").exec(info)?.[1] ?? 0);
+  return {
+    clients,
+    info: async () => {
+      const total = { usedMemory: 0, rss: 0, cpuSeconds: 0, commands: 0, roundTrips: 0 };
+      for (const client of clients) {
+        const info = await client.info("all");
+        total.usedMemory += field(info, "used_memory");
+        total.rss += field(info, "used_memory_rss");
+        total.cpuSeconds += field(info, "used_cpu_sys") + field(info, "used_cpu_user");
+        total.commands += field(info, "total_commands_processed");
+        // Round trips: the commands clients send themselves (the rest ran inside scripts).
+        for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+          if (ROUND_TRIPS.has(match[1]!)) total.roundTrips += Number(match[2]);
+      }
+      return total;
+    },
+  };
+}
+
+const ROUND_TRIPS = new Set(["evalsha", "eval", "ssubscribe", "sunsubscribe", "subscribe", "unsubscribe", "ping"]);
+/** A node's metrics; a node too busy to answer within startServer's 20 s is asked again (twice). */
+async function metricsOf(node: ServerProcess, request?: { gc?: boolean; resetEld?: boolean }): Promise<NodeMetrics> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await node.metrics(request);
+    } catch (error) {
+      if (attempt >= 3) throw error;
+      log(`${node.name} did not answer within 20 s; asking again`);
+    }
+  }
+}
+const cpuOf = (m: NodeMetrics) => m.cpuUserUs + m.cpuSystemUs;
+
+async function waitUntil(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+  for (const deadline = Date.now() + timeoutMs; !(await check()); await sleep(500)) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+  }
+}
+
+async function main(): Promise<void> {
+  if (seats / nodeCount > 19_000 || seats / clientCount > 19_000)
+    throw new Error(`${seats} seats on ${nodeCount} nodes and ${clientCount} clients: over 19,000 sockets a process`);
+  const loadBefore = loadavg()[0]!;
+  log(
+    `${name}: ${seats} seats, ${nodeCount} nodes, ${clientCount} clients, ${cluster ? "Redis Cluster (3 masters)" : "one Redis"}`,
+  );
+
+  let redis: SpawnedRedis | undefined;
+  let redisCluster: SpawnedCluster | undefined;
+  const nodes: ServerProcess[] = [];
+  const setupNodes: ServerProcess[] = [];
+  const clients: ClientProcess[] = [];
+  let view: RedisView | undefined;
+  try {
+    let env: Record<string, string> = {};
+    if (bare) {
+      // no Redis
+    } else if (cluster) {
+      redisCluster = await spawnCluster(3);
+      for (const node of redisCluster.nodes) children.add(node.process);
+      env = duetEnv("", extraEnv);
+      delete env.REDIS_URL;
+      env.REDIS_CLUSTER_NODES = redisCluster.seeds;
+      view = redisView(redisCluster.nodes.map((n) => n.port));
+    } else {
+      redis = await spawnRedis(["--maxclients", "50000"]);
+      children.add(redis.process);
+      env = duetEnv(redis.url, extraEnv);
+      view = redisView([redis.port]);
+    }
+    // No pinning: K relays, C clients and Redis share the machine's cores as they would.
+    const start = async (label: string) => {
+      const server = await (bare
+        ? startServer(label, "hold-node.js", { args: [bare], cpu: "0-1" })
+        : startServer(label, "duet-node.js", { env, cpu: "0-1" }));
+      nodePids.add(server.pid);
+      return server;
+    };
+    nodes.push(...(await Promise.all(Array.from({ length: nodeCount }, (_, i) => start(`node ${i}`)))));
+    if (!bare) setupNodes.push(...(await Promise.all([start("setup 0"), start("setup 1")])));
+    for (let i = 0; i < clientCount; i++) clients.push(new ClientProcess(i));
+    await Promise.all(clients.map((c) => c.next("ready", 30_000)));
+
+    // The nodes empty: their fixed CPU (heartbeats, the bench's own event-loop sampler) and memory.
+    await sleep(1000);
+    const emptyStart = await Promise.all(nodes.map((n) => metricsOf(n)));
+    await sleep(emptySeconds * 1000);
+    const emptyEnd = await Promise.all(nodes.map((n) => metricsOf(n)));
+    const emptyCpu = nodes.map((_, i) => (cpuOf(emptyEnd[i]!) - cpuOf(emptyStart[i]!)) / emptySeconds);
+    const noRedis = { usedMemory: 0, rss: 0, cpuSeconds: 0, commands: 0, roundTrips: 0 };
+    const redisInfo = () => (view ? view.info() : Promise.resolve(noRedis));
+    const redisEmpty = await redisInfo();
+
+    // Rooms, through the setup nodes.
+    const rooms = seats / 2;
+    let t = performance.now();
+    const share = (i: number, of: number, total: number) =>
+      Math.floor(((i + 1) * total) / of) - Math.floor((i * total) / of);
+    const roomLists = bare
+      ? clients.map((_, i) => ({
+          rooms: Array.from(
+            { length: share(i, clients.length, rooms) },
+            (_, j) => [`bare-${i}-${j}`, "t", "t"] as [string, string, string],
+          ),
+          errors: 0,
+        }))
+      : await Promise.all(
+          clients.map((c, i) =>
+            c.request<{ rooms: [string, string, string][]; errors: number }>(
+              { type: "rooms", count: share(i, clients.length, rooms), nodeUrls: setupNodes.map((n) => n.url) },
+              "rooms",
+            ),
+          ),
+        );
+    const allRooms = roomLists.flatMap((r) => r.rooms);
+    const roomErrors = roomLists.reduce((sum, r) => sum + r.errors, 0);
+    const roomsSeconds = (performance.now() - t) / 1000;
+    log(`${allRooms.length} rooms opened in ${roomsSeconds.toFixed(1)} s (${roomErrors} errors, retried)`);
+    await Promise.all(setupNodes.map((n) => n.stop()));
+    for (const n of setupNodes) nodePids.delete(n.pid);
+    setupNodes.length = 0;
+    const redisRooms = await redisInfo();
+
+    // Seats: a room's seat a on node r mod K, its seat b on another node; a client holds the seats of the nodes i mod C.
+    const perClient: ScaleSeat[][] = clients.map(() => []);
+    const perNode = new Array<number>(nodeCount).fill(0);
+    allRooms.forEach(([code, tokenA, tokenB], room) => {
+      const nodeA = room % nodeCount;
+      const nodeB = (nodeA + 1 + (Math.floor(room / nodeCount) % (nodeCount - 1))) % nodeCount;
+      for (const [token, node] of [
+        [tokenA, nodeA],
+        [tokenB, nodeB],
+      ] as const) {
+        perClient[node % clientCount]!.push({ code, token, node, room });
+        perNode[node]!++;
+      }
+    });
+    await Promise.all(
+      clients.map((c, i) =>
+        c.request(
+          {
+            type: "seats",
+            mode,
+            nodeUrls: nodes.map((n) => n.url),
+            seats: perClient[i]!,
+          },
+          "seated",
+        ),
+      ),
+    );
+
+    const before = await Promise.all(nodes.map((n) => metricsOf(n, { gc: true })));
+    if (heapSnapshotDir) await nodes[0]!.heapSnapshot(join(heapSnapshotDir, `${name}-node0-empty.heapsnapshot`));
+
+    // Connect everyone.
+    t = performance.now();
+    const connected = Promise.all(
+      clients.map((c) =>
+        c.request<{ status: ClientStatus }>({ type: "connect", concurrency: connectConcurrency }, "connected"),
+      ),
+    );
+    let lastLog = 0;
+    await waitUntil("every seat waiting on its node", Math.max(120_000, seats * 10), async () => {
+      const waiting = (await Promise.all(nodes.map((n) => metricsOf(n)))).map((m) => m.waiting);
+      const total = waiting.reduce((a, b) => a + b, 0);
+      if (Date.now() - lastLog > 10_000) {
+        lastLog = Date.now();
+        log(`connecting: ${total} of ${seats} waiting (${waiting.join(", ")})`);
+      }
+      return total >= seats;
+    });
+    const connectSeconds = (performance.now() - t) / 1000;
+    const connectStatus = (await connected).map((c) => c.status);
+    const connectErrors = connectStatus.reduce((sum, s) => sum + s.connectErrors + s.drops, 0);
+    log(`${seats} seats waiting after ${connectSeconds.toFixed(1)} s (${connectErrors} errors)`);
+
+    // Idle.
+    await sleep(settleSeconds * 1000);
+    const idleStart = await Promise.all(nodes.map((n) => metricsOf(n)));
+    const redisIdleStart = await redisInfo();
+    await sleep(windowSeconds * 1000);
+    const idleEnd = await Promise.all(nodes.map((n) => metricsOf(n)));
+    const redisIdleEnd = await redisInfo();
+    // Memory: after a full GC, the median of three readings 5 s apart (RSS moves with the GC's timing).
+    const readings: NodeMetrics[][] = [];
+    for (let i = 0; i < 3; i++) {
+      if (i) await sleep(smoke ? 200 : 5000);
+      readings.push(await Promise.all(nodes.map((n) => metricsOf(n, { gc: true }))));
+    }
+    if (heapSnapshotDir) await nodes[0]!.heapSnapshot(join(heapSnapshotDir, `${name}-node0-waiting.heapsnapshot`));
+    const idleCpu = nodes.map((_, i) => (cpuOf(idleEnd[i]!) - cpuOf(idleStart[i]!)) / windowSeconds);
+    const perNodeIdle = nodes.map((node, i) => {
+      const n = perNode[i]!;
+      const mem = (pick: (m: NodeMetrics) => number) => median(readings.map((r) => pick(r[i]!)));
+      return {
+        node: node.name,
+        seats: n,
+        waiting: idleEnd[i]!.waiting,
+        connections: idleEnd[i]!.connections,
+        fixedCpuUsPerSecond: emptyCpu[i]!,
+        idleCpuUsPerSecond: idleCpu[i]!,
+        idleCpuUsPerSeatPerSecond: (idleCpu[i]! - emptyCpu[i]!) / n,
+        fixedRssMb: before[i]!.rss / 2 ** 20,
+        fixedHeapMb: before[i]!.heapUsed / 2 ** 20,
+        rssMb: mem((m) => m.rss) / 2 ** 20,
+        heapMb: mem((m) => m.heapUsed) / 2 ** 20,
+        heapTotalMb: mem((m) => m.heapTotal) / 2 ** 20,
+        rssPerSeatKb: (mem((m) => m.rss) - before[i]!.rss) / n / 1024,
+        heapPerSeatKb: (mem((m) => m.heapUsed) - before[i]!.heapUsed) / n / 1024,
+        heapTotalPerSeatKb: (mem((m) => m.heapTotal) - before[i]!.heapTotal) / n / 1024,
+        eldP99Ms: idleEnd[i]!.eldP99Ms,
+        eldMaxMs: idleEnd[i]!.eldMaxMs,
+      };
+    });
+    const redisIdle = {
+      usedMemoryMbEmpty: redisEmpty.usedMemory / 2 ** 20,
+      usedMemoryMbRooms: redisRooms.usedMemory / 2 ** 20,
+      usedMemoryMb: redisIdleEnd.usedMemory / 2 ** 20,
+      rssMb: redisIdleEnd.rss / 2 ** 20,
+      bytesPerRoom: (redisRooms.usedMemory - redisEmpty.usedMemory) / rooms,
+      bytesPerSeatWaiting: (redisIdleEnd.usedMemory - redisRooms.usedMemory) / seats,
+      cpuUsPerSecond: ((redisIdleEnd.cpuSeconds - redisIdleStart.cpuSeconds) * 1e6) / windowSeconds,
+      commandsPerSecond: (redisIdleEnd.commands - redisIdleStart.commands) / windowSeconds,
+      roundTripsPerSecond: (redisIdleEnd.roundTrips - redisIdleStart.roundTrips) / windowSeconds,
+    };
+    log(
+      `idle: nodes ${perNodeIdle.map((n) => `${n.rssPerSeatKb.toFixed(1)} KB/${n.idleCpuUsPerSeatPerSecond.toFixed(2)} µs/s`).join(", ")}; Redis ${redisIdle.commandsPerSecond.toFixed(0)} commands/s, ${redisIdle.usedMemoryMb.toFixed(0)} MB`,
+    );
+
+    // The message load: the chosen rooms' seat a sends once a second, timed to the event of seat b on another node.
+    const every = Math.max(1, Math.round(1 / loadShare));
+    const sendingRooms = bare ? [] : allRooms.map((_, room) => room).filter((room) => room % every === 0);
+    const loadStart = await Promise.all(nodes.map((n) => metricsOf(n, { resetEld: true })));
+    const redisLoadStart = await redisInfo();
+    t = performance.now();
+    await Promise.all(
+      clients.map((c, i) => {
+        // The client that holds each sending room's seat a (the first seat listed for the room).
+        const mine = sendingRooms.filter((room) => (room % nodeCount) % clientCount === i);
+        return c.request({ type: "load", rooms: mine, seconds: bare ? 0 : loadSeconds, intervalMs: 1000 }, "loaded");
+      }),
+    );
+    const loadWall = (performance.now() - t) / 1000;
+    const loadEnd = await Promise.all(nodes.map((n) => metricsOf(n)));
+    const redisLoadEnd = await redisInfo();
+    await sleep(smoke ? 1000 : 3000); // the last events and acks
+    const reports = await Promise.all(
+      clients.map((c) => c.request<{ report: LoadReport }>({ type: "report" }, "report")),
+    );
+    const latencies = reports.flatMap((r) => r.report.latencies);
+    const sum = (pick: (r: LoadReport) => number) => reports.reduce((s, r) => s + pick(r.report), 0);
+    const sent = sum((r) => r.sent);
+    const received = sum((r) => r.received);
+    const load = {
+      rooms: sendingRooms.length,
+      seconds: loadWall,
+      sent,
+      received,
+      missing: Math.max(0, sent - received),
+      duplicates: sum((r) => r.duplicates),
+      sendErrors: sum((r) => r.sendErrors),
+      ackErrors: sum((r) => r.ackErrors),
+      messagesPerSecond: sent / loadWall,
+      latency: (() => {
+        const s = summarize(latencies);
+        return { samples: s.count, p50Ms: s.p50, p99Ms: s.p99, maxMs: s.max };
+      })(),
+      nodeCpuUsPerSecond: nodes.map((_, i) => (cpuOf(loadEnd[i]!) - cpuOf(loadStart[i]!)) / loadWall),
+      nodeEldP99Ms: loadEnd.map((m) => m.eldP99Ms),
+      nodeEldMaxMs: loadEnd.map((m) => m.eldMaxMs),
+      redisCpuUsPerSecond: ((redisLoadEnd.cpuSeconds - redisLoadStart.cpuSeconds) * 1e6) / loadWall,
+      redisCommandsPerSecond: (redisLoadEnd.commands - redisLoadStart.commands) / loadWall,
+      redisRoundTripsPerSecond: (redisLoadEnd.roundTrips - redisLoadStart.roundTrips) / loadWall,
+    };
+    log(
+      `load: ${sent} sent, ${received} received, p50 ${load.latency.p50Ms.toFixed(1)} ms, p99 ${load.latency.p99Ms.toFixed(1)} ms, max ${load.latency.maxMs.toFixed(0)} ms`,
+    );
+
+    // Idle again.
+    const afterStart = await Promise.all(nodes.map((n) => metricsOf(n)));
+    await sleep(afterSeconds * 1000);
+    const afterEnd = await Promise.all(nodes.map((n) => metricsOf(n)));
+    const afterCpu = nodes.map((_, i) => (cpuOf(afterEnd[i]!) - cpuOf(afterStart[i]!)) / afterSeconds);
+    const finalStatus = await Promise.all(
+      clients.map((c) => c.request<{ status: ClientStatus }>({ type: "status" }, "status")),
+    );
+    const drops = finalStatus.reduce((s, c) => s + c.status.drops, 0);
+    const waitingAtEnd = afterEnd.reduce((s, m) => s + m.waiting, 0);
+    const errors = {
+      connect: connectErrors,
+      drops: drops - connectStatus.reduce((s, c) => s + c.drops, 0),
+      send: load.sendErrors,
+      ack: load.ackErrors,
+      missing: load.missing,
+      duplicates: load.duplicates,
+      notWaitingAtEnd: seats - waitingAtEnd,
+      samples: finalStatus.flatMap((c) => c.status.errorSamples).slice(0, 10),
+    };
+    const totalErrors =
+      errors.connect + errors.drops + errors.send + errors.ack + errors.missing + Math.max(0, errors.notWaitingAtEnd);
+
+    const results = {
+      name,
+      mode,
+      cluster,
+      bare,
+      seats,
+      rooms,
+      nodes: nodeCount,
+      clients: clientCount,
+      command: `pnpm --filter @duet/bench scale ${process.argv.slice(2).join(" ")}`.trim(),
+      machine: `${cpus().length} x ${cpus()[0]?.model.trim()}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB RAM; Node ${process.version}`,
+      at: new Date().toISOString(),
+      loadAverage: { before: loadBefore, after: loadavg()[0]! },
+      env: extraEnv,
+      roomsSeconds,
+      connect: {
+        seconds: connectSeconds,
+        errors: connectErrors,
+        clientSeconds: connectStatus.map((s) => (s.connectedMs ?? 0) / 1000),
+      },
+      idle: {
+        windowSeconds,
+        nodes: perNodeIdle,
+        redis: redisIdle,
+        clientRssMb: finalStatus.map((c) => c.status.rssMb),
+      },
+      load,
+      after: { seconds: afterSeconds, nodeCpuUsPerSecond: afterCpu },
+      errors,
+      totalErrors,
+    };
+    const dir = join(__dirname, "..", "results", smoke ? "smoke" : "");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, `${name}.json`), `${JSON.stringify(results, null, 2)}\n`);
+    const md = markdown(results);
+    writeFileSync(join(dir, `${name}.md`), md);
+    if (!quiet) process.stdout.write(md);
+    if (totalErrors > 0 || (latencies.length === 0 && !bare)) {
+      if (quiet) process.stderr.write(kept.join(""));
+      process.stderr.write(md);
+      throw new Error(`${totalErrors} errors (${JSON.stringify(errors)})`);
+    }
+    if (quiet)
+      process.stdout.write(
+        `bench scale smoke: ${seats} seats on ${nodeCount} nodes, ${sent} messages, 0 errors in ${((Date.now() - t0) / 1000).toFixed(0)} s\n`,
+      );
+  } finally {
+    await Promise.allSettled(clients.map((c) => c.stop()));
+    await Promise.allSettled([...setupNodes, ...nodes].map((n) => n.stop()));
+    nodePids.clear();
+    for (const client of view?.clients ?? []) client.disconnect();
+    await redis?.stop();
+    await redisCluster?.stop();
+    killAll();
+  }
+}
+
+const kb = (n: number) => n.toFixed(1);
+const ms = (n: number) => n.toFixed(1);
+const int = (n: number) => Math.round(n).toLocaleString("en-US");
+
+type Results = {
+  name: string;
+  mode: string;
+  cluster: boolean;
+  bare?: string;
+  seats: number;
+  rooms: number;
+  nodes: number;
+  clients: number;
+  command: string;
+  machine: string;
+  at: string;
+  loadAverage: { before: number; after: number };
+  roomsSeconds: number;
+  connect: { seconds: number; errors: number };
+  idle: {
+    windowSeconds: number;
+    nodes: {
+      node: string;
+      seats: number;
+      fixedCpuUsPerSecond: number;
+      idleCpuUsPerSecond: number;
+      idleCpuUsPerSeatPerSecond: number;
+      fixedRssMb: number;
+      fixedHeapMb: number;
+      rssMb: number;
+      heapMb: number;
+      heapTotalMb: number;
+      rssPerSeatKb: number;
+      heapPerSeatKb: number;
+      heapTotalPerSeatKb: number;
+      eldP99Ms: number;
+      eldMaxMs: number;
+    }[];
+    redis: {
+      usedMemoryMb: number;
+      usedMemoryMbRooms: number;
+      rssMb: number;
+      bytesPerRoom: number;
+      bytesPerSeatWaiting: number;
+      cpuUsPerSecond: number;
+      commandsPerSecond: number;
+      roundTripsPerSecond: number;
+    };
+    clientRssMb: number[];
+  };
+  load: {
+    rooms: number;
+    seconds: number;
+    sent: number;
+    received: number;
+    missing: number;
+    sendErrors: number;
+    ackErrors: number;
+    messagesPerSecond: number;
+    latency: { samples: number; p50Ms: number; p99Ms: number; maxMs: number };
+    nodeCpuUsPerSecond: number[];
+    nodeEldP99Ms: number[];
+    nodeEldMaxMs: number[];
+    redisCpuUsPerSecond: number;
+    redisCommandsPerSecond: number;
+    redisRoundTripsPerSecond: number;
+  };
+  after: { seconds: number; nodeCpuUsPerSecond: number[] };
+  errors: Record<string, unknown>;
+  totalErrors: number;
+};
+
+function markdown(r: Results): string {
+  const lines = [
+    `# ${r.seats.toLocaleString("en-US")} ${r.mode === "stream" ? "streaming" : "long-polling"} seats on ${r.nodes} ${r.bare ? `bare ${r.bare} servers that only hold the requests (no Redis)` : `relay nodes, ${r.cluster ? "a 3-master Redis Cluster" : "one Redis"}`}`,
+    "",
+    `\`${r.command}\` — ${r.at}; ${r.machine}; 1-minute load average ${r.loadAverage.before.toFixed(1)} before, ${r.loadAverage.after.toFixed(1)} after (the relays, ${r.clients} client processes and Redis share the cores).`,
+    "",
+    `${r.rooms.toLocaleString("en-US")} rooms opened in ${r.roomsSeconds.toFixed(0)} s (through two setup nodes, stopped before the seats connect). Every seat connected and waiting on its node after **${r.connect.seconds.toFixed(1)} s**, **${r.connect.errors} errors** while connecting. Errors in all: **${r.totalErrors}** (${JSON.stringify(r.errors)}).`,
+    "",
+    `## Idle (${r.idle.windowSeconds} s window)`,
+    "",
+    "| Node | seats | RSS MB empty → waiting | RSS KB / seat | heap MB empty → waiting | heap KB / seat | V8 committed KB / seat | CPU µs/s empty (fixed) | CPU µs/s idle | CPU µs/s per seat above empty | event-loop delay p99 / max ms |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+    ...r.idle.nodes.map(
+      (n) =>
+        `| ${n.node} | ${int(n.seats)} | ${int(n.fixedRssMb)} → ${int(n.rssMb)} | ${kb(n.rssPerSeatKb)} | ${int(n.fixedHeapMb)} → ${int(n.heapMb)} | ${kb(n.heapPerSeatKb)} | ${kb(n.heapTotalPerSeatKb)} | ${int(n.fixedCpuUsPerSecond)} | ${int(n.idleCpuUsPerSecond)} | ${n.idleCpuUsPerSeatPerSecond.toFixed(2)} | ${ms(n.eldP99Ms)} / ${int(n.eldMaxMs)} |`,
+    ),
+    "",
+    `Medians over the nodes: RSS ${kb(median(r.idle.nodes.map((n) => n.rssPerSeatKb)))} KB, heap ${kb(median(r.idle.nodes.map((n) => n.heapPerSeatKb)))} KB, CPU ${median(r.idle.nodes.map((n) => n.idleCpuUsPerSeatPerSecond)).toFixed(2)} µs/s per seat; fixed CPU ${int(median(r.idle.nodes.map((n) => n.fixedCpuUsPerSecond)))} µs/s and RSS ${int(median(r.idle.nodes.map((n) => n.fixedRssMb)))} MB per node. Client processes: ${r.idle.clientRssMb.map((m) => int(m)).join(", ")} MB RSS.`,
+    "",
+    "| Redis | used memory MB (rooms only → seats waiting) | bytes per room | bytes per waiting seat | RSS MB | CPU µs/s | round trips/s (scripts, PINGs, subscriptions) | commands/s (with those inside scripts) |",
+    "|---|---|---|---|---|---|---|---|",
+    `| idle | ${int(r.idle.redis.usedMemoryMbRooms)} → ${int(r.idle.redis.usedMemoryMb)} | ${int(r.idle.redis.bytesPerRoom)} | ${int(r.idle.redis.bytesPerSeatWaiting)} | ${int(r.idle.redis.rssMb)} | ${int(r.idle.redis.cpuUsPerSecond)} | ${r.idle.redis.roundTripsPerSecond.toFixed(1)} | ${r.idle.redis.commandsPerSecond.toFixed(1)} |`,
+    "",
+    `## Message load: ${int(r.load.rooms)} rooms (${((100 * r.load.rooms) / r.rooms).toFixed(1)} %) sending once a second for ${r.load.seconds.toFixed(0)} s`,
+    "",
+    "| sent | received | messages/s | send → event p50 ms | p99 ms | max ms | send errors | ack errors | missing |",
+    "|---|---|---|---|---|---|---|---|---|",
+    `| ${int(r.load.sent)} | ${int(r.load.received)} | ${int(r.load.messagesPerSecond)} | ${ms(r.load.latency.p50Ms)} | ${ms(r.load.latency.p99Ms)} | ${ms(r.load.latency.maxMs)} | ${r.load.sendErrors} | ${r.load.ackErrors} | ${r.load.missing} |`,
+    "",
+    "| Node | CPU µs/s idle | under load | idle after | event-loop delay p99 / max ms under load |",
+    "|---|---|---|---|---|",
+    ...r.idle.nodes.map(
+      (n, i) =>
+        `| ${n.node} | ${int(n.idleCpuUsPerSecond)} | ${int(r.load.nodeCpuUsPerSecond[i]!)} | ${int(r.after.nodeCpuUsPerSecond[i]!)} | ${ms(r.load.nodeEldP99Ms[i]!)} / ${int(r.load.nodeEldMaxMs[i]!)} |`,
+    ),
+    "",
+    `Redis under load: ${int(r.load.redisCpuUsPerSecond)} µs/s CPU, ${int(r.load.redisRoundTripsPerSecond)} round trips/s, ${int(r.load.redisCommandsPerSecond)} commands/s.`,
+    "",
+  ];
+  return lines.join("\n");
+}
+
+// Exit explicitly: requests to client processes that failed may leave their timers behind.
+main().then(
+  () => process.exit(0),
+  (error) => {
+    if (quiet) process.stderr.write(kept.join(""));
+    process.stderr.write(`scale: ${error instanceof Error ? error.stack : String(error)}\n`);
+    process.exit(1);
+  },
+);
