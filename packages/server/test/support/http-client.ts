@@ -29,8 +29,12 @@ export class TestClient {
   constructor(readonly baseUrls: string[]) {}
 
   nodeUrl(index?: number): string {
-    if (index !== undefined) return this.baseUrls[index % this.baseUrls.length]!;
-    return this.baseUrls[this.turn++ % this.baseUrls.length]!;
+    return this.baseUrls[(index ?? this.nextTurn()) % this.baseUrls.length]!;
+  }
+
+  /** The node the next unpinned call goes to. */
+  protected nextTurn(): number {
+    return this.turn++;
   }
 
   async call<T = any>(method: string, path: string, options: CallOptions = {}): Promise<Reply<T>> {
