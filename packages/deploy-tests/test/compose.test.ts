@@ -14,6 +14,7 @@ import { promisify } from "node:util";
 import { DuetClient, type SeatCredentials, type WaitEvent } from "@duet/client";
 import { ERROR_CODES, USER_AGENT } from "@duet/protocol";
 import { figures } from "./support/figures";
+import { dockerReady } from "./support/docker-setup";
 
 const run = promisify(execFile);
 const ROOT = resolve(__dirname, "../../..");
@@ -98,6 +99,8 @@ async function containerOf(service: string): Promise<string> {
 }
 
 beforeAll(async () => {
+  // The engine the global setup is bringing up (each step it took, in one line each).
+  process.stderr.write(await dockerReady());
   await compose(["down", "-v", "--remove-orphans"]).catch(() => undefined); // a leftover of a killed run
   const took = await up(true);
   figures.record("compose", "up --build --wait to healthy (s)", took);
