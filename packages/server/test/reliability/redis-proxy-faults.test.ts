@@ -35,7 +35,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     await redis?.stop("SIGKILL");
   });
 
-  it("Redis unreachable for 10 s: every request answers 503 or succeeds, none hangs; recovery within 2 s of Redis returning", async () => {
+  it("Redis unreachable for 10 s: every request answers 503 or succeeds, none hangs; recovery within 4 s of Redis returning (about 1 s quiet)", async () => {
     const { client } = target;
     const history = new History();
     const rooms = await Promise.all(Array.from({ length: 4 }, () => openRoomWithRetry(client, Date.now() + 10_000)));
@@ -144,7 +144,10 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     ).toEqual([]);
     expect(unexpected.map((o) => `${o.label ?? o.kind} ${o.status} ${o.error}`)).toEqual([]);
     expect(statuses.get(503) ?? 0).toBeGreaterThan(0);
-    expect(recoveredInMs).toBeLessThan(2000);
+    // The heartbeat (1 s) finds the dead connection and the reconnect follows: about 1 s on a
+    // quiet machine, 2.6 s at a load average of 11 in CI. Without them a node waits for TCP's
+    // retransmission backoff (5 s and more) or longer: that is what this bound catches.
+    expect(recoveredInMs).toBeLessThan(4000);
     expect(result.violations).toEqual([]);
   }, 200_000);
 
