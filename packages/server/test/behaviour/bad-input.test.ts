@@ -8,7 +8,7 @@ import {
   MAX_TEXT_BYTES,
   OPERATION_IDS,
 } from "@duet/protocol";
-import { forEachTarget } from "../support/targets";
+import { forEachTarget, PARSER_TARGETS } from "../support/targets";
 
 const expectError = (reply: { status: number; body: any }, status: number, error: string) => {
   expect({ status: reply.status, error: reply.body?.error }).toEqual({ status, error });
@@ -106,193 +106,6 @@ forEachTarget((target) => {
       for (const path of ["/v1/api", "/v1/stats", "/v1/openapi.json", `/join/${code}`, "/healthz", "/readyz"]) {
         expect((await client.call("GET", path, { headers: { "user-agent": "curl/8.5.0" } })).status).toBe(200);
       }
-    });
-  });
-
-  describe("bodies", () => {
-    it("malformed JSON is 400 bad_request", async () => {
-      const { client } = target();
-      for (const raw of ["{", "{'code': 1}", "nul", '{"code": "a",}']) {
-        expectError(
-          await client.call("POST", "/v1/join", { rawBody: raw, headers: { "content-type": "application/json" } }),
-          400,
-          "bad_request",
-        );
-      }
-    });
-
-    it("a body that is not an object, or fields of the wrong type, is 400 bad_request", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
-      for (const body of [[], "text", 42, null])
-        expectError(await client.call("POST", "/v1/join", { body }), 400, "bad_request");
-      expectError(await client.call("POST", "/v1/join", { body: { code: 12 } }), 400, "bad_request");
-      expectError(await client.call("POST", "/v1/join", { body: {} }), 400, "bad_request");
-      expectError(
-        await client.call("POST", "/v1/send", { body: { code: room.code, text: 5 }, token: room.a }),
-        400,
-        "bad_request",
-      );
-      expectError(
-        await client.call("POST", "/v1/send", { body: { code: room.code }, token: room.a }),
-        400,
-        "bad_request",
-      );
-      expectError(
-        await client.call("POST", "/v1/ack", { body: { code: room.code, ids: "1" }, token: room.a }),
-        400,
-        "bad_request",
-      );
-      expectError(
-        await client.call("POST", "/v1/ack", { body: { code: room.code, ids: [1] }, token: room.a }),
-        400,
-        "bad_request",
-      );
-      expectError(
-        await client.call("POST", "/v1/close", { body: { code: room.code, force: "yes" }, token: room.a }),
-        400,
-        "bad_request",
-      );
-      expectError(
-        await client.call("POST", "/v1/send", {
-          body: { code: room.code, text: "x", idempotencyKey: "k" },
-          token: room.a,
-        }),
-        400,
-        "bad_request",
-      );
-    });
-
-    it("parses JSON whatever the Content-Type says", async () => {
-      const { client } = target();
-      const reply = await client.call("POST", "/v1/open", { rawBody: "{}", headers: { "content-type": "text/plain" } });
-      expect(reply.status).toBe(200);
-    });
-
-    it("invalid UTF-8 is 400 bad_request, never silently replaced", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
-      const raw = Buffer.concat([
-        Buffer.from(`{"code":"${room.code}","text":"bad `),
-        Buffer.from([0xff, 0xfe]),
-        Buffer.from(`"}`),
-      ]);
-      expectError(
-        await client.call("POST", "/v1/send", {
-          rawBody: raw,
-          token: room.a,
-          headers: { "content-type": "application/json" },
-        }),
-        400,
-        "bad_request",
-      );
-      expect((await client.recv(room.code, room.b, 0)).body.messages).toEqual([]);
-    });
-
-    it("a lone surrogate escape is 400 bad_request (it has no UTF-8 form)", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
-      const raw = `{"code":"${room.code}","text":"half \\ud800 a pair"}`;
-      expectError(
-        await client.call("POST", "/v1/send", {
-          rawBody: raw,
-          token: room.a,
-          headers: { "content-type": "application/json" },
-        }),
-        400,
-        "bad_request",
-      );
-    });
-
-    it(`a body over ${MAX_BODY_BYTES} bytes is 400 too_large`, async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
-      const raw = `{"code":"${room.code}","text":"${"x".repeat(MAX_BODY_BYTES)}"}`;
-      expectError(
-        await client.call("POST", "/v1/send", {
-          rawBody: raw,
-          token: room.a,
-          headers: { "content-type": "application/json" },
-        }),
-        400,
-        "too_large",
-      );
-    });
-  });
-
-  describe("the shape of a body (docs/protocol.md §3.4)", () => {
-    const keys = (n: number) => Array.from({ length: n }, (_, i) => `"${i.toString(16)}":1`).join(",");
-    const mcpHeaders = { accept: "application/json, text/event-stream", "content-type": "application/json" };
-
-    it(`more than ${MAX_BODY_ITEMS} fields, however many, is 400 bad_request before any other check`, async () => {
-      const { client } = target();
-      // The issue's body: 11.5 MB, 1.15 million keys. /v1/send without a token answered 401
-      // after holding the event loop for 0.7 s; /mcp answered 200 with an 8 MB list of them.
-      const huge = `{${keys(1_150_000)}}`;
-      expectError(await client.call("POST", "/v1/send", { rawBody: huge }), 400, "bad_request");
-      expectError(
-        await client.call("POST", "/v1/open", { rawBody: `{${keys(MAX_BODY_ITEMS + 1)}}` }),
-        400,
-        "bad_request",
-      );
-      const mcp = await client.call("POST", "/mcp", {
-        rawBody: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"stats","arguments":{${keys(1_150_000)}}}}`,
-        headers: mcpHeaders,
-      });
-      expect({ status: mcp.status, bytes: mcp.text.length < 400 }).toEqual({ status: 400, bytes: true });
-      expect(mcp.text).toContain("fields and array items");
-    });
-
-    it(`nesting deeper than ${MAX_BODY_DEPTH}, and an array of millions of ids, are 400 bad_request`, async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
-      const deep = `${"[".repeat(1_000_000)}${"]".repeat(1_000_000)}`;
-      expectError(await client.call("POST", "/v1/open", { rawBody: deep }), 400, "bad_request");
-      const ids = `{"code":"${room.code}","ids":[${'"1",'.repeat(1_000_000)}"1"]}`;
-      expectError(await client.call("POST", "/v1/ack", { rawBody: ids, token: room.b }), 400, "bad_request");
-      // The largest legal shapes still pass: 64 ids, and a pretty-printed body.
-      const legal = JSON.stringify({ code: room.code, ids: Array.from({ length: 64 }, (_, i) => String(i)) }, null, 8);
-      expect((await client.call("POST", "/v1/ack", { rawBody: legal, token: room.b })).body).toEqual({
-        ok: true,
-        acked: 0,
-      });
-    });
-
-    it("a text or a field name longer than any legal text is refused as such, in a short answer", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
-      const name = await client.call("POST", "/v1/open", { rawBody: `{"${"k".repeat(3 * MAX_TEXT_BYTES)}":1}` });
-      expectError(name, 400, "bad_request");
-      expect(name.text.length).toBeLessThan(200);
-      const text = await client.call("POST", "/v1/send", {
-        rawBody: `{"code":"${room.code}","text":"${"\\u00e9".repeat(MAX_TEXT_BYTES)}"}`,
-        token: room.a,
-      });
-      expectError(text, 400, "too_large");
-    });
-  });
-
-  describe("what an error repeats of the request (never more than a short name)", () => {
-    it("an unknown field's name comes back cut to 16 characters, and at most three of them", async () => {
-      const { client } = target();
-      const secret = "tokenlike-3n2Qm9vXr7LwPq0sTb5Ky8Hd1Fj6Gc4Ae"; // 43 characters, like a seat token
-      const reply = await client.call("POST", "/v1/open", { body: { [secret]: 1 } });
-      expectError(reply, 400, "bad_request");
-      expect(reply.body.message).toContain(secret.slice(0, 16));
-      expect(reply.text).not.toContain(secret.slice(0, 17));
-      const many = await client.call("POST", "/v1/open", {
-        rawBody: `{${Array.from({ length: 200 }, (_, i) => `"${"n".repeat(5000)}${i}":1`).join(",")}}`,
-      });
-      expectError(many, 400, "bad_request");
-      expect(many.text.length).toBeLessThan(200);
-      expect(many.body.message).toMatch(/and 197 more\.$/);
-    });
-
-    it("a megabyte field name is never sent back (the answer stays under 200 bytes)", async () => {
-      const { client } = target();
-      const reply = await client.call("POST", "/v1/open", { rawBody: `{"${"x".repeat(1_000_000)}":1}` });
-      expectError(reply, 400, "bad_request");
-      expect(reply.text.length).toBeLessThan(200);
     });
   });
 
@@ -405,3 +218,206 @@ forEachTarget((target) => {
     expect(reply.body.error).toBe("bad_request");
   });
 });
+
+// Bodies refused by the HTTP layer before any store is touched (parsing, size, shape, what
+// an error repeats): the same code on every store, and the heaviest requests of the suite
+// (13 MiB bodies, millions of items). They run where the HTTP layer can differ: in-process
+// and as the built relay process (PARSER_TARGETS).
+forEachTarget(
+  (target) => {
+    describe("bodies", () => {
+      it("malformed JSON is 400 bad_request", async () => {
+        const { client } = target();
+        for (const raw of ["{", "{'code': 1}", "nul", '{"code": "a",}']) {
+          expectError(
+            await client.call("POST", "/v1/join", { rawBody: raw, headers: { "content-type": "application/json" } }),
+            400,
+            "bad_request",
+          );
+        }
+      });
+
+      it("a body that is not an object, or fields of the wrong type, is 400 bad_request", async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        for (const body of [[], "text", 42, null])
+          expectError(await client.call("POST", "/v1/join", { body }), 400, "bad_request");
+        expectError(await client.call("POST", "/v1/join", { body: { code: 12 } }), 400, "bad_request");
+        expectError(await client.call("POST", "/v1/join", { body: {} }), 400, "bad_request");
+        expectError(
+          await client.call("POST", "/v1/send", { body: { code: room.code, text: 5 }, token: room.a }),
+          400,
+          "bad_request",
+        );
+        expectError(
+          await client.call("POST", "/v1/send", { body: { code: room.code }, token: room.a }),
+          400,
+          "bad_request",
+        );
+        expectError(
+          await client.call("POST", "/v1/ack", { body: { code: room.code, ids: "1" }, token: room.a }),
+          400,
+          "bad_request",
+        );
+        expectError(
+          await client.call("POST", "/v1/ack", { body: { code: room.code, ids: [1] }, token: room.a }),
+          400,
+          "bad_request",
+        );
+        expectError(
+          await client.call("POST", "/v1/close", { body: { code: room.code, force: "yes" }, token: room.a }),
+          400,
+          "bad_request",
+        );
+        expectError(
+          await client.call("POST", "/v1/send", {
+            body: { code: room.code, text: "x", idempotencyKey: "k" },
+            token: room.a,
+          }),
+          400,
+          "bad_request",
+        );
+      });
+
+      it("parses JSON whatever the Content-Type says", async () => {
+        const { client } = target();
+        const reply = await client.call("POST", "/v1/open", {
+          rawBody: "{}",
+          headers: { "content-type": "text/plain" },
+        });
+        expect(reply.status).toBe(200);
+      });
+
+      it("invalid UTF-8 is 400 bad_request, never silently replaced", async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        const raw = Buffer.concat([
+          Buffer.from(`{"code":"${room.code}","text":"bad `),
+          Buffer.from([0xff, 0xfe]),
+          Buffer.from(`"}`),
+        ]);
+        expectError(
+          await client.call("POST", "/v1/send", {
+            rawBody: raw,
+            token: room.a,
+            headers: { "content-type": "application/json" },
+          }),
+          400,
+          "bad_request",
+        );
+        expect((await client.recv(room.code, room.b, 0)).body.messages).toEqual([]);
+      });
+
+      it("a lone surrogate escape is 400 bad_request (it has no UTF-8 form)", async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        const raw = `{"code":"${room.code}","text":"half \\ud800 a pair"}`;
+        expectError(
+          await client.call("POST", "/v1/send", {
+            rawBody: raw,
+            token: room.a,
+            headers: { "content-type": "application/json" },
+          }),
+          400,
+          "bad_request",
+        );
+      });
+
+      it(`a body over ${MAX_BODY_BYTES} bytes is 400 too_large`, async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        const raw = `{"code":"${room.code}","text":"${"x".repeat(MAX_BODY_BYTES)}"}`;
+        expectError(
+          await client.call("POST", "/v1/send", {
+            rawBody: raw,
+            token: room.a,
+            headers: { "content-type": "application/json" },
+          }),
+          400,
+          "too_large",
+        );
+      });
+    });
+
+    describe("the shape of a body (docs/protocol.md §3.4)", () => {
+      const keys = (n: number) => Array.from({ length: n }, (_, i) => `"${i.toString(16)}":1`).join(",");
+      const mcpHeaders = { accept: "application/json, text/event-stream", "content-type": "application/json" };
+
+      it(`more than ${MAX_BODY_ITEMS} fields, however many, is 400 bad_request before any other check`, async () => {
+        const { client } = target();
+        // The issue's body: 11.5 MB, 1.15 million keys. /v1/send without a token answered 401
+        // after holding the event loop for 0.7 s; /mcp answered 200 with an 8 MB list of them.
+        const huge = `{${keys(1_150_000)}}`;
+        expectError(await client.call("POST", "/v1/send", { rawBody: huge }), 400, "bad_request");
+        expectError(
+          await client.call("POST", "/v1/open", { rawBody: `{${keys(MAX_BODY_ITEMS + 1)}}` }),
+          400,
+          "bad_request",
+        );
+        const mcp = await client.call("POST", "/mcp", {
+          rawBody: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"stats","arguments":{${keys(1_150_000)}}}}`,
+          headers: mcpHeaders,
+        });
+        expect({ status: mcp.status, bytes: mcp.text.length < 400 }).toEqual({ status: 400, bytes: true });
+        expect(mcp.text).toContain("fields and array items");
+      });
+
+      it(`nesting deeper than ${MAX_BODY_DEPTH}, and an array of millions of ids, are 400 bad_request`, async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        const deep = `${"[".repeat(1_000_000)}${"]".repeat(1_000_000)}`;
+        expectError(await client.call("POST", "/v1/open", { rawBody: deep }), 400, "bad_request");
+        const ids = `{"code":"${room.code}","ids":[${'"1",'.repeat(1_000_000)}"1"]}`;
+        expectError(await client.call("POST", "/v1/ack", { rawBody: ids, token: room.b }), 400, "bad_request");
+        // The largest legal shapes still pass: 64 ids, and a pretty-printed body.
+        const legal = JSON.stringify(
+          { code: room.code, ids: Array.from({ length: 64 }, (_, i) => String(i)) },
+          null,
+          8,
+        );
+        expect((await client.call("POST", "/v1/ack", { rawBody: legal, token: room.b })).body).toEqual({
+          ok: true,
+          acked: 0,
+        });
+      });
+
+      it("a text or a field name longer than any legal text is refused as such, in a short answer", async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        const name = await client.call("POST", "/v1/open", { rawBody: `{"${"k".repeat(3 * MAX_TEXT_BYTES)}":1}` });
+        expectError(name, 400, "bad_request");
+        expect(name.text.length).toBeLessThan(200);
+        const text = await client.call("POST", "/v1/send", {
+          rawBody: `{"code":"${room.code}","text":"${"\\u00e9".repeat(MAX_TEXT_BYTES)}"}`,
+          token: room.a,
+        });
+        expectError(text, 400, "too_large");
+      });
+    });
+
+    describe("what an error repeats of the request (never more than a short name)", () => {
+      it("an unknown field's name comes back cut to 16 characters, and at most three of them", async () => {
+        const { client } = target();
+        const secret = "tokenlike-3n2Qm9vXr7LwPq0sTb5Ky8Hd1Fj6Gc4Ae"; // 43 characters, like a seat token
+        const reply = await client.call("POST", "/v1/open", { body: { [secret]: 1 } });
+        expectError(reply, 400, "bad_request");
+        expect(reply.body.message).toContain(secret.slice(0, 16));
+        expect(reply.text).not.toContain(secret.slice(0, 17));
+        const many = await client.call("POST", "/v1/open", {
+          rawBody: `{${Array.from({ length: 200 }, (_, i) => `"${"n".repeat(5000)}${i}":1`).join(",")}}`,
+        });
+        expectError(many, 400, "bad_request");
+        expect(many.text.length).toBeLessThan(200);
+        expect(many.body.message).toMatch(/and 197 more\.$/);
+      });
+
+      it("a megabyte field name is never sent back (the answer stays under 200 bytes)", async () => {
+        const { client } = target();
+        const reply = await client.call("POST", "/v1/open", { rawBody: `{"${"x".repeat(1_000_000)}":1}` });
+        expectError(reply, 400, "bad_request");
+        expect(reply.text.length).toBeLessThan(200);
+      });
+    });
+  },
+  { kinds: PARSER_TARGETS },
+);

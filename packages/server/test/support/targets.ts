@@ -35,6 +35,17 @@ export const TIMED_TARGETS: TargetKind[] = BEHAVIOUR_TARGETS.some((kind) => TIME
   ? BEHAVIOUR_TARGETS.filter((kind) => TIMED.includes(kind))
   : BEHAVIOUR_TARGETS;
 
+/**
+ * Targets for what the HTTP layer refuses before any store is touched (a body's parsing, size
+ * and shape): the in-process store and the built relay as its own process, where the HTTP
+ * layer can differ (source against dist, the process's own Node). Within DUET_TARGETS like
+ * TIMED_TARGETS.
+ */
+const PARSER: TargetKind[] = ["memory", "process"];
+export const PARSER_TARGETS: TargetKind[] = BEHAVIOUR_TARGETS.some((kind) => PARSER.includes(kind))
+  ? BEHAVIOUR_TARGETS.filter((kind) => PARSER.includes(kind))
+  : BEHAVIOUR_TARGETS;
+
 export interface RelayTarget {
   kind: TargetKind;
   client: TestClient;
