@@ -5,6 +5,8 @@
 // debootstrap and four image builds, about two minutes, mostly waiting on the network and
 // the disk); the files that need no Docker (topology, `pnpm start`, Prometheus) run
 // meanwhile, and compose.test.ts, which the sequencer puts last, waits for it (dockerReady).
+// A caller that started it already (CI) names its log and status file in
+// DUET_DOCKER_ENSURE_LOG and DUET_DOCKER_ENSURE_STATUS.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,6 +18,8 @@ export const DOCKER_ENV = resolve(__dirname, "../../docker/docker-env.sh");
 export const dockerOwner = () => process.env.DUET_DOCKER_OWNER ?? String(process.pid);
 
 export default function dockerSetup(): void {
+  // Already under way, started by the caller (CI's .ci/run, before it installs anything).
+  if (process.env.DUET_DOCKER_ENSURE_STATUS && process.env.DUET_DOCKER_ENSURE_LOG) return;
   const dir = mkdtempSync(join(tmpdir(), "duet-docker-env-"));
   const log = join(dir, "ensure.log");
   const status = join(dir, "ensure.status");
