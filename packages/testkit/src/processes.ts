@@ -20,7 +20,11 @@ export interface RelayProcessOptions {
   onOutput?: (chunk: Buffer) => void;
   /** Keep everything it writes for logs() (default true; a long-lived harness sends it elsewhere). */
   keepOutput?: boolean;
-  /** How long it may take to report its port (default 20 s). */
+  /**
+   * How long it may take to report its port (default 60 s): a guard against a relay that never
+   * starts, not a measure. On CI's loaded two cores, at nice 10, loading the built relay took
+   * over 20 s.
+   */
   timeoutMs?: number;
 }
 
@@ -42,7 +46,7 @@ export interface RelayProcess {
  */
 export async function spawnRelay(options: RelayProcessOptions): Promise<RelayProcess> {
   const keep = options.keepOutput ?? true;
-  const timeoutMs = options.timeoutMs ?? 20_000;
+  const timeoutMs = options.timeoutMs ?? 60_000;
   const child = spawn(process.execPath, [options.main], {
     env: { HOST: "127.0.0.1", ...options.env, PORT: "0" },
     cwd: options.cwd,

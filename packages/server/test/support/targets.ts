@@ -151,6 +151,9 @@ async function startProcessTarget(env: Record<string, string>): Promise<RelayTar
   };
 }
 
+/** How long starting (or closing) a target may take before its tests fail. */
+const TARGET_START_MS = 90_000;
+
 /** Runs body once per target kind, with a fresh relay per kind shared by its tests. */
 export function forEachTarget(
   body: (target: () => RelayTarget) => void,
@@ -158,12 +161,14 @@ export function forEachTarget(
 ) {
   describe.each(options.kinds ?? BEHAVIOUR_TARGETS)("on %s", (kind) => {
     let target: RelayTarget | undefined;
+    // Starting a target is not what is tested: on CI's loaded cores, at nice 10, a relay
+    // process took over 20 s to load (the start-up guard is 60 s, testkit's spawnRelay).
     beforeAll(async () => {
       target = await startTarget(kind, options.env);
-    });
+    }, TARGET_START_MS);
     afterAll(async () => {
       await target?.close();
-    });
+    }, TARGET_START_MS);
     body(() => target!);
   });
 }
