@@ -8,7 +8,11 @@ import {
   MAX_TEXT_BYTES,
   OPERATION_IDS,
 } from "@duet/protocol";
-import { forEachTarget, PARSER_TARGETS } from "../support/targets";
+import { forEachTarget, PARSER_TARGETS, type RelayTarget } from "../support/targets";
+
+/** A send whose body is sent as is, declared JSON. */
+const sendRaw = (target: RelayTarget, token: string, raw: string | Buffer) =>
+  target.client.call("POST", "/v1/send", { rawBody: raw, token, headers: { "content-type": "application/json" } });
 
 const expectError = (reply: { status: number; body: any }, status: number, error: string) => {
   expect({ status: reply.status, error: reply.body?.error }).toEqual({ status, error });
@@ -296,15 +300,7 @@ forEachTarget(
           Buffer.from([0xff, 0xfe]),
           Buffer.from(`"}`),
         ]);
-        expectError(
-          await client.call("POST", "/v1/send", {
-            rawBody: raw,
-            token: room.a,
-            headers: { "content-type": "application/json" },
-          }),
-          400,
-          "bad_request",
-        );
+        expectError(await sendRaw(target(), room.a, raw), 400, "bad_request");
         expect((await client.recv(room.code, room.b, 0)).body.messages).toEqual([]);
       });
 
@@ -312,30 +308,14 @@ forEachTarget(
         const { client } = target();
         const room = await client.pairedRoom();
         const raw = `{"code":"${room.code}","text":"half \\ud800 a pair"}`;
-        expectError(
-          await client.call("POST", "/v1/send", {
-            rawBody: raw,
-            token: room.a,
-            headers: { "content-type": "application/json" },
-          }),
-          400,
-          "bad_request",
-        );
+        expectError(await sendRaw(target(), room.a, raw), 400, "bad_request");
       });
 
       it(`a body over ${MAX_BODY_BYTES} bytes is 400 too_large`, async () => {
         const { client } = target();
         const room = await client.pairedRoom();
         const raw = `{"code":"${room.code}","text":"${"x".repeat(MAX_BODY_BYTES)}"}`;
-        expectError(
-          await client.call("POST", "/v1/send", {
-            rawBody: raw,
-            token: room.a,
-            headers: { "content-type": "application/json" },
-          }),
-          400,
-          "too_large",
-        );
+        expectError(await sendRaw(target(), room.a, raw), 400, "too_large");
       });
     });
 
