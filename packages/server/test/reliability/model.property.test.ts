@@ -235,7 +235,7 @@ async function runAgainstRelay(client: TestClient, ops: Op[]): Promise<void> {
   if (model.open) await client.close(code, tokens.a!, true);
 }
 
-const NUM_RUNS = Number(process.env.DUET_PROPERTY_RUNS ?? (process.env.DUET_SOAK === "1" ? 1000 : 100));
+const NUM_RUNS = Number(process.env.DUET_PROPERTY_RUNS ?? (process.env.DUET_SOAK === "1" ? 1000 : 50));
 
 forEachTarget(
   (target) => {

@@ -258,7 +258,7 @@ async function runScenario(
         history,
         messagesPerSeat: 1_000_000,
         recvWaitMs: 2000,
-        sendGapMs: 40,
+        sendGapMs: 60,
         deadline,
         stopSending: () => stopSending,
       }),

@@ -38,7 +38,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
   it("Redis unreachable for 10 s: every request answers 503 or succeeds, none hangs; recovery within 4 s of Redis returning (about 1 s quiet)", async () => {
     const { client } = target;
     const history = new History();
-    const rooms = await Promise.all(Array.from({ length: 4 }, () => openRoomWithRetry(client, Date.now() + 10_000)));
+    const rooms = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, Date.now() + 10_000)));
     // Recovery is probed in a room of its own, outside the history.
     const probeRoom = await openRoomWithRetry(client, Date.now() + 10_000);
     const blackholeMs = 10_000;
@@ -49,7 +49,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     // Steady traffic in the rooms, plus a prober doing every kind of call.
     const traffic = Promise.all(
       rooms.map((room) =>
-        runRoomWorkload(room, { client, history, messagesPerSeat: 150, recvWaitMs: 1000, sendGapMs: 50, deadline }),
+        runRoomWorkload(room, { client, history, messagesPerSeat: 100, recvWaitMs: 1000, sendGapMs: 50, deadline }),
       ),
     );
     const probes: Operation[] = [];
@@ -151,6 +151,9 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     expect(result.violations).toEqual([]);
   }, 200_000);
 
+  // Messages per seat in the reset test's rooms (3 keyed, 3 without a key).
+  const RESET_MESSAGES = 40;
+
   it("connections reset during sends: a retry with the same key resolves to exactly one id; without a key no send is stored twice", async () => {
     const { client } = target;
     const history = new History();
@@ -170,7 +173,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     })();
     const traffic = Promise.all([
       ...keyed.map((room) =>
-        runRoomWorkload(room, { client, history, messagesPerSeat: 60, recvWaitMs: 1000, sendGapMs: 5, deadline }),
+        runRoomWorkload(room, { client, history, messagesPerSeat: RESET_MESSAGES, recvWaitMs: 1000, sendGapMs: 5, deadline }),
       ),
       // No key: an unknown outcome is not retried (it cannot be, safely); the checker still
       // requires that no text is stored twice and that nothing is lost that returned an id.
@@ -178,7 +181,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
         runRoomWorkload(room, {
           client,
           history,
-          messagesPerSeat: 60,
+          messagesPerSeat: RESET_MESSAGES,
           recvWaitMs: 1000,
           sendGapMs: 5,
           deadline,
@@ -225,12 +228,12 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     expect(resets).toBeGreaterThan(5);
     expect(figures.unknownSends).toBeGreaterThan(0);
     // Keyed rooms: everything arrived, once.
-    expect(result.acknowledgedSends).toBeGreaterThanOrEqual(3 * 2 * 60);
+    expect(result.acknowledgedSends).toBeGreaterThanOrEqual(3 * 2 * RESET_MESSAGES);
     // Unkeyed: each attempt is stored at most once: ok <= stored <= ok + unknown.
     expect(unkeyedReceived.size).toBeGreaterThanOrEqual(unkeyedOk);
     expect(unkeyedReceived.size).toBeLessThanOrEqual(unkeyedOk + unkeyedUnknown);
     // The tally agrees with what was stored: no script ran twice for one request.
-    expect(storedByTally).toBe(3 * 2 * 60 + unkeyedReceived.size);
+    expect(storedByTally).toBe(3 * 2 * RESET_MESSAGES + unkeyedReceived.size);
   }, 90_000);
 
   it("subscriber connection black-holed: a recv that needs a new subscription still answers within its wait + 2 s", async () => {
