@@ -87,8 +87,25 @@ const PLANS = {
       // they run from the start at normal priority, every other lane at nice 10, so on two
       // cores the other lanes take what the fault tests leave instead of starving them.
       reliability: [{ ...serverTests[1], node24: true }],
-      // Node 24, the runtime of the image: every test.
-      server: [{ ...serverTests[0], node24: true, nice: true }],
+      // Node 24, the runtime of the image: every test; the server's in two jest runs at once
+      // (behaviour on all seven targets; unit, store, integration, browser, conformance).
+      server: [
+        {
+          ...step("server behaviour tests on every target", "pnpm --filter @duet/server exec jest test/behaviour"),
+          node24: true,
+          nice: true,
+        },
+      ],
+      integration: [
+        {
+          ...step(
+            "server unit, store, integration, browser and MCP conformance tests",
+            "pnpm --filter @duet/server exec jest --testPathPatterns '^(?!.*test/(reliability|behaviour)/)'",
+          ),
+          node24: true,
+          nice: true,
+        },
+      ],
       deploy: [{ ...deployTests, node24: true, nice: true }],
       packages: [
         { ...typecheck, nice: true },
