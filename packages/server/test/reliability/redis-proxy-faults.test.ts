@@ -173,7 +173,14 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     })();
     const traffic = Promise.all([
       ...keyed.map((room) =>
-        runRoomWorkload(room, { client, history, messagesPerSeat: RESET_MESSAGES, recvWaitMs: 1000, sendGapMs: 5, deadline }),
+        runRoomWorkload(room, {
+          client,
+          history,
+          messagesPerSeat: RESET_MESSAGES,
+          recvWaitMs: 1000,
+          sendGapMs: 5,
+          deadline,
+        }),
       ),
       // No key: an unknown outcome is not retried (it cannot be, safely); the checker still
       // requires that no text is stored twice and that nothing is lost that returned an id.
