@@ -82,13 +82,23 @@ const PLANS = {
   ci: {
     first: [step("build", "pnpm -r --silent build"), prerequisites()],
     lanes: {
-      // The fault-injection tests measure recovery in seconds against real Redis, Sentinel and
+      // The fault-injection tests, then the integration tests (recovery bounds, wake-up races
+      // across nodes, Sentinel, write-ack), measure seconds against real Redis, Sentinel and
       // Cluster processes (Sentinel stops acting for 30 s when its own timers run 2 s late):
-      // they run from the start at normal priority, every other lane at nice 10, so on two
-      // cores the other lanes take what the fault tests leave instead of starving them.
-      reliability: [{ ...serverTests[1], node24: true }],
-      // Node 24, the runtime of the image: every test; the server's in two jest runs at once
-      // (behaviour on all seven targets; unit, store, integration, browser, conformance).
+      // they run at normal priority, every other lane at nice 10, so on two cores the other
+      // lanes take what these leave instead of starving them.
+      reliability: [
+        { ...serverTests[1], node24: true },
+        {
+          ...step(
+            "server integration tests (several nodes, outages, Sentinel, write-ack)",
+            "pnpm --filter @duet/server exec jest test/integration",
+          ),
+          node24: true,
+        },
+      ],
+      // Node 24, the runtime of the image: every test; the server's behaviour suite on all
+      // seven targets in a lane of its own.
       server: [
         {
           ...step("server behaviour tests on every target", "pnpm --filter @duet/server exec jest test/behaviour"),
@@ -96,11 +106,11 @@ const PLANS = {
           nice: true,
         },
       ],
-      integration: [
+      unit: [
         {
           ...step(
-            "server unit, store, integration, browser and MCP conformance tests",
-            "pnpm --filter @duet/server exec jest --testPathPatterns '^(?!.*test/(reliability|behaviour)/)'",
+            "server unit, store, browser and MCP conformance tests",
+            "pnpm --filter @duet/server exec jest --testPathPatterns '^(?!.*test/(reliability|behaviour|integration)/)'",
           ),
           node24: true,
           nice: true,
@@ -113,19 +123,17 @@ const PLANS = {
         { ...otherPackages, node24: true, nice: true },
       ],
       // Node 20 while these machines ship it, only where it can find what Node 24 cannot: its
-      // HTTP server (timeouts, parsing, long-polls and streams held open) through the relay
-      // as its own process, as `pnpm start` runs it on the machine's Node, and what runs on a
-      // user's machine (the protocol, the SDK, and the served one-file CLI). The stores' and
-      // targets' logic is the same JavaScript on both: Node 24 runs it on every target.
+      // HTTP server's own timeouts (the in-process relay, where Node 20 once answered bare
+      // 408s), and what runs on a user's machine (the protocol, the SDK's and CLI's units, the
+      // served one-file CLI). The relay's logic is the same JavaScript on both: Node 24 runs
+      // it on every target, the built relay as a process included.
       node20: [
+        step("server HTTP timeouts (in-process)", "pnpm --filter @duet/server exec jest test/behaviour/http-timeouts", {
+          DUET_TARGETS: "memory",
+        }),
         step(
-          "server HTTP behaviour tests (the relay as its own process)",
-          "pnpm --filter @duet/server exec jest 'test/behaviour/(rooms|messages|bad-input|long-poll|stream|http-timeouts)'",
-          { DUET_TARGETS: "process" },
-        ),
-        step(
-          "protocol, client unit, SDK and served-CLI tests",
-          "pnpm --filter @duet/protocol test && pnpm --filter @duet/client exec jest test/unit test/integration/bundle test/integration/sdk.test",
+          "protocol, client unit and served-CLI tests",
+          "pnpm --filter @duet/protocol test && pnpm --filter @duet/client exec jest test/unit test/integration/bundle",
         ),
       ].map((s) => ({ ...s, nice: true })),
     },
