@@ -133,8 +133,9 @@ describe("loadConfig", () => {
     const run = spawnSync(process.execPath, [main], {
       env: { PATH: process.env.PATH, PORT: "0", ROOM_MAX_SECONDS: "soon" },
       encoding: "utf8",
-      // A guard against a relay that starts anyway; a loaded CI machine took over 10 s to load it.
-      timeout: 60_000,
+      // A guard against a relay that starts anyway, not a measure: on CI's loaded cores, at
+      // nice 10, loading it took over 60 s.
+      timeout: 180_000,
     });
     expect(run.status).toBe(78);
     expect(run.stderr).toContain("ROOM_MAX_SECONDS");
@@ -149,7 +150,7 @@ describe("loadConfig", () => {
       REDIS_SENTINELS: "127.0.0.1:2",
       REDIS_SENTINEL_NAME: "m",
     };
-    const run = spawnSync(process.execPath, [main], { env, encoding: "utf8", timeout: 10_000 });
+    const run = spawnSync(process.execPath, [main], { env, encoding: "utf8", timeout: 180_000 }); // a guard, as above
     expect(run.status).toBe(78);
     expect(run.stderr).toContain("REDIS_URL and REDIS_SENTINELS");
   });
