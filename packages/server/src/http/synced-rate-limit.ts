@@ -8,6 +8,7 @@
 // hits. Opens and joins keep the exact store (FailOpenRedisRateLimitStore): their budget
 // bounds code guessing.
 import type { ClientRateLimitInfo, Options, Store } from "express-rate-limit";
+import { within } from "../deadline.js";
 import type { RedisKeys } from "../store/redis/keys.js";
 import type { RedisClient } from "../store/redis/connection.js";
 import { scriptSource } from "../store/redis/scripts.js";
@@ -129,14 +130,15 @@ export class SyncedRedisRateLimitStore implements Store {
       count.shared += hits;
       count.pending -= hits;
     }
-    let timer: NodeJS.Timeout | undefined;
     try {
-      const totals = await Promise.race([
+      const totals = await within(
         this.countHits(this.keys.rateLimitWindow(this.name, window.start), ...args),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error("rate-limit sync timed out")), this.timeoutMs);
-        }),
-      ]);
+        this.timeoutMs,
+        () => {
+          throw new Error("rate-limit sync timed out");
+        },
+        { unref: true },
+      );
       sent.forEach(([count], i) => {
         // Hits counted while the sync was on its way stay pending on top of the new total.
         count.shared = Math.max(count.shared, Number(totals[i]));
@@ -148,8 +150,6 @@ export class SyncedRedisRateLimitStore implements Store {
         count.pending += hits;
       }
       if (window !== this.current && window.start + this.windowMs * 2 > this.now()) this.previous ??= window;
-    } finally {
-      clearTimeout(timer);
     }
   }
 
