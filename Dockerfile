@@ -5,8 +5,9 @@
 # (one replica only). Every setting is an environment variable: see docs/configuration.md.
 # No "# syntax=" line: BuildKit would fetch a frontend image; the built-in one has RUN --mount.
 
-# Node 24 (LTS). The tests also run on Node 20, the oldest supported version.
-ARG NODE_IMAGE=node:24-slim
+# Node 26 (LTS), the relay's pinned runtime: the same major as the root devDependency `node`
+# that `pnpm start`, the tests and every figure run on (docs/runtime.md).
+ARG NODE_IMAGE=node:26-slim
 
 # ---- build: install the whole workspace exactly as the lockfile says, compile, then
 # install the server's production dependencies alone, from the same lockfile, offline.
@@ -22,14 +23,14 @@ RUN --mount=type=cache,id=duet-pnpm-store,target=/pnpm/store \
     pnpm config set store-dir /pnpm/store && pnpm fetch >/dev/null
 COPY . .
 RUN --mount=type=cache,id=duet-pnpm-store,target=/pnpm/store \
-    pnpm install --frozen-lockfile --offline >/dev/null \
+    pnpm install --frozen-lockfile --offline --ignore-scripts >/dev/null \
  && pnpm --filter "@duet/server..." run build
 # Production tree: every node_modules removed, then the server and its workspace packages
 # installed again with --prod (same lockfile, same versions the tests ran), copied to /out
 # in the same layout so pnpm's symlinks still resolve.
 RUN --mount=type=cache,id=duet-pnpm-store,target=/pnpm/store \
     find . -name node_modules -type d -prune -exec rm -rf {} + \
- && pnpm install --frozen-lockfile --offline --prod --filter "@duet/server..." >/dev/null \
+ && pnpm install --frozen-lockfile --offline --ignore-scripts --prod --filter "@duet/server..." >/dev/null \
  && mkdir -p /out/packages \
  && cp -a node_modules package.json /out/ \
  && for p in protocol server; do \
@@ -41,15 +42,18 @@ RUN --mount=type=cache,id=duet-pnpm-store,target=/pnpm/store \
 
 # ---- runtime: Node and the production files, nothing else: no pnpm, no sources, no compilers.
 FROM ${NODE_IMAGE} AS runtime
+# /metrics is served on its own listener (METRICS_PORT, 9464), reachable by a Prometheus in
+# another container or pod; publish only PORT to the load balancer.
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
-    PORT=8080
+    PORT=8080 \
+    METRICS_HOST=0.0.0.0
 WORKDIR /app
 # The official node image has user "node" as uid/gid 1000. Numeric so Kubernetes'
 # runAsNonRoot can verify it; root owns the files, the process only reads them.
 COPY --from=build /out/ ./
 USER 1000:1000
-EXPOSE 8080
+EXPOSE 8080 9464
 # Liveness only (/healthz): no curl or wget in the image, Node's fetch does it.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz',{signal:AbortSignal.timeout(2500)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]

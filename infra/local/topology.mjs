@@ -225,7 +225,9 @@ async function startRelay(name, env) {
   });
   track(name, relay.child, "SIGTERM").ready();
   const address = new URL(relay.url).host;
-  return { name, port: relay.port, address, pid: relay.child.pid, child: relay.child };
+  // Its /metrics listener (METRICS_PORT, port 0 here): the public port answers /metrics 404.
+  const metricsAddress = relay.metricsUrl ? new URL(relay.metricsUrl).host : undefined;
+  return { name, port: relay.port, address, metricsAddress, pid: relay.child.pid, child: relay.child };
 }
 
 /** The relay at this address (which it reported itself) says it is ready. */
@@ -396,7 +398,13 @@ async function main() {
     msg: "topology ready",
     url,
     redis: redisUrl,
-    replicas: replicas.map(({ name, port, address, pid }) => ({ name, port, address, pid })),
+    replicas: replicas.map(({ name, port, address, metricsAddress, pid }) => ({
+      name,
+      port,
+      address,
+      metricsAddress,
+      pid,
+    })),
     nginx: { pid: nginx.pid, accessLog, errorLog: join(prefix, "error.log") },
     dir,
     pid: process.pid,

@@ -223,14 +223,30 @@ check(relayConfigMap?.data?.HOST === "0.0.0.0", "k8s ConfigMap duet-relay-config
 const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8").replace(/\\\n/g, " ");
 const stages = dockerfile.split(/^FROM /m).slice(1);
 const runtime = stages.at(-1) ?? "";
-const packageManager = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).packageManager;
+const rootPackage = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+const packageManager = rootPackage.packageManager;
 check(stages.length >= 2, `Dockerfile is multi-stage (${stages.length} stages)`);
+// One runtime: the image's Node is the major `pnpm start`, the tests and the figures run on
+// (the root devDependency `node`, docs/runtime.md).
+const pinnedNode = rootPackage.devDependencies.node;
+const imageNode = dockerfile.match(/^ARG NODE_IMAGE=node:(\d+)-slim$/m)?.[1];
+const npmrcNode = readFileSync(join(ROOT, ".npmrc"), "utf8")
+  .match(/^node-version=(.+)$/m)?.[1]
+  ?.trim();
+check(
+  npmrcNode === pinnedNode,
+  `.npmrc's node-version (engines are checked against it) is the pinned Node (${npmrcNode} vs ${pinnedNode})`,
+);
+check(
+  imageNode === pinnedNode.split(".")[0],
+  `Dockerfile's base image is the pinned Node (node:${imageNode}-slim vs devDependency node ${pinnedNode})`,
+);
 check(
   dockerfile.includes(`pnpm@${packageManager.split("@")[1]}`) && /--frozen-lockfile/.test(dockerfile),
   `Dockerfile builds with ${packageManager} from the lockfile`,
 );
 check(
-  /install\s+--frozen-lockfile\s+--offline\s+--prod/.test(dockerfile),
+  /install\s+--frozen-lockfile\s+--offline\s+(--ignore-scripts\s+)?--prod/.test(dockerfile),
   "Dockerfile ships production dependencies only (pnpm install --prod from the lockfile)",
 );
 const user = /^USER\s+(\S+)/m.exec(runtime)?.[1];

@@ -1,15 +1,19 @@
 #!/usr/bin/env node
 // Checks the Prometheus configurations under infra/prometheus:
-//  1. each passes `promtool check config` (Debian's prometheus package; required). Debian
-//     builds Prometheus without Kubernetes service discovery, so a job's
-//     kubernetes_sd_configs is checked here against the fields Prometheus documents for it,
-//     and promtool checks the rest of the file with that block replaced by a static target;
+//  1. each is valid. Debian builds Prometheus without Kubernetes service discovery, so a
+//     job's kubernetes_sd_configs is checked here against the fields Prometheus documents
+//     for it; with --promtool, `promtool check config` (Debian's prometheus package)
+//     checks the rest of the file, with that block replaced by a static target;
 //  2. compose.yml finds the compose relays: the name it asks Docker's DNS for is a network
-//     alias every relay service carries, on the relays' PORT, and the compose Prometheus
+//     alias every relay service carries, on the relays' METRICS_PORT, and the compose Prometheus
 //     mounts that file;
 //  3. kubernetes.yml keeps exactly the relay pods: its rules name the Deployment's pod label
 //     and container port, in the example overlay's namespace.
-// Exit status 1 on any failure. Usage: node infra/scripts/check-prometheus.mjs
+// Without --promtool, everything but promtool, which needs nothing installed: what
+// `pnpm lint:infra` runs. With --promtool, only promtool's check of each file, which needs
+// promtool: what packages/deploy-tests/test/prometheus-config.test.ts runs (`pnpm test`
+// installs promtool first, with the other tests' prerequisites).
+// Exit status 1 on any failure. Usage: node infra/scripts/check-prometheus.mjs [--promtool]
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -61,12 +65,22 @@ function kubernetesSdProblems(sd) {
   return problems;
 }
 
-const promtool = spawnSync("promtool", ["--version"], { encoding: "utf8" });
-if (promtool.status !== 0) {
+const PROMTOOL = process.argv.includes("--promtool");
+if (PROMTOOL && spawnSync("promtool", ["--version"], { encoding: "utf8" }).status !== 0) {
   console.error(
     "FAIL promtool not found: it checks the Prometheus configurations; install Debian's prometheus package (node infra/scripts/test-prerequisites.mjs does)",
   );
   process.exit(1);
+}
+
+function finish() {
+  const what = PROMTOOL ? "pass promtool check config" : "valid";
+  console.log(
+    failures
+      ? `\ncheck-prometheus: ${failures} problem(s)`
+      : `\ncheck-prometheus: all Prometheus configurations ${what}`,
+  );
+  process.exit(failures ? 1 : 0);
 }
 
 const configs = {};
@@ -74,20 +88,23 @@ for (const name of readdirSync(DIR).filter((f) => /\.ya?ml$/.test(f))) {
   const path = join(DIR, name);
   const config = parse(readFileSync(path, "utf8"));
   configs[name] = config;
-  // 1. promtool, with any Kubernetes discovery checked here and replaced by a static target.
+  // 1. Any Kubernetes discovery checked here; with --promtool, promtool checks the rest, with
+  // that discovery replaced by a static target.
   const forPromtool = structuredClone(config);
   for (const job of forPromtool.scrape_configs ?? []) {
     if (!job.kubernetes_sd_configs) continue;
-    for (const sd of job.kubernetes_sd_configs) {
-      const problems = kubernetesSdProblems(sd);
-      check(
-        problems.length === 0,
-        `infra/prometheus/${name}: job ${job.job_name}: kubernetes_sd_configs ${problems.join("; ") || "as documented"}`,
-      );
-    }
+    if (!PROMTOOL)
+      for (const sd of job.kubernetes_sd_configs) {
+        const problems = kubernetesSdProblems(sd);
+        check(
+          problems.length === 0,
+          `infra/prometheus/${name}: job ${job.job_name}: kubernetes_sd_configs ${problems.join("; ") || "as documented"}`,
+        );
+      }
     delete job.kubernetes_sd_configs;
     job.static_configs = [{ targets: ["relay.invalid:8080"] }];
   }
+  if (!PROMTOOL) continue;
   const tmp = mkdtempSync(join(tmpdir(), "duet-promtool-"));
   writeFileSync(join(tmp, name), stringify(forPromtool));
   const out = spawnSync("promtool", ["check", "config", join(tmp, name)], { encoding: "utf8" });
@@ -97,6 +114,8 @@ for (const name of readdirSync(DIR).filter((f) => /\.ya?ml$/.test(f))) {
     `infra/prometheus/${name}: promtool check config${out.status === 0 ? "" : `\n${out.stdout}${out.stderr}`}`,
   );
 }
+
+if (PROMTOOL) finish();
 
 // 2. The compose Prometheus finds every compose relay by DNS.
 const compose = parse(readFileSync(join(ROOT, "docker-compose.yml"), "utf8"), { merge: true });
@@ -110,9 +129,10 @@ check(
     relays.every(([, s]) => s.networks?.default?.aliases?.includes(dns.names[0])),
   `compose.yml asks DNS for "${dns?.names?.[0]}", an alias of every compose relay (${relays.map(([n]) => n).join(", ")})`,
 );
+// /metrics is served on the metrics listener only (METRICS_PORT, default 9464), never on PORT.
 check(
-  relays.every(([, s]) => Number(s.environment?.PORT ?? 8080) === dns?.port),
-  `compose.yml scrapes the relays' PORT (${dns?.port})`,
+  relays.every(([, s]) => Number(s.environment?.METRICS_PORT ?? 9464) === dns?.port),
+  `compose.yml scrapes the relays' METRICS_PORT (${dns?.port})`,
 );
 const prometheus = compose.services.prometheus;
 check(
@@ -122,7 +142,7 @@ check(
   "docker-compose.yml: the monitoring profile's Prometheus runs infra/prometheus/compose.yml",
 );
 
-// 3. The Kubernetes job keeps the relay pods, on their http port, in the example's namespace.
+// 3. The Kubernetes job keeps the relay pods, on their metrics port, in the example's namespace.
 const deployment = parseAllDocuments(readFileSync(join(ROOT, "infra/k8s/base/deployment.yaml"), "utf8"))
   .map((d) => d.toJS())
   .find((o) => o?.kind === "Deployment");
@@ -142,8 +162,8 @@ check(
   `kubernetes.yml keeps pods labelled app.kubernetes.io/name=${podLabels["app.kubernetes.io/name"]} (and not duet-redis)`,
 );
 check(
-  portRule !== undefined && portNames.filter((n) => portRule.test(n)).length === 1,
-  `kubernetes.yml keeps one container port of the relay (${portNames.join(", ")})`,
+  portRule !== undefined && portNames.filter((n) => portRule.test(n)).join() === "metrics",
+  `kubernetes.yml keeps the relay's container port "metrics" only (of ${portNames.join(", ")})`,
 );
 check(
   k8sJob?.kubernetes_sd_configs?.[0]?.role === "pod" &&
@@ -151,7 +171,4 @@ check(
   `kubernetes.yml discovers pods in the example overlay's namespace (${example.namespace})`,
 );
 
-console.log(
-  failures ? `\ncheck-prometheus: ${failures} problem(s)` : "\ncheck-prometheus: all Prometheus configurations valid",
-);
-process.exit(failures ? 1 : 0);
+finish();

@@ -4,9 +4,9 @@
 //   node infra/scripts/gate.mjs check   typecheck, lint, unit tests, the behaviour suite on the
 //                                       in-process store, one Redis and three nodes on the Cluster
 //   node infra/scripts/gate.mjs test    every package's tests (pnpm test, the README's command)
-//   node infra/scripts/gate.mjs ci      typecheck, lint and every test on Node 24 (the image's
-//                                       runtime, DUET_NODE24_DIR), plus the Node 20 lane (the
-//                                       relay as a process, the protocol, SDK and CLI)
+//   node infra/scripts/gate.mjs ci      typecheck, lint and every test on the pinned Node (the
+//                                       image's runtime), plus the Node 20 lane (the relay's
+//                                       HTTP timeouts, the protocol, SDK and served CLI)
 //
 // Every plan builds first, then runs its lanes at once; the steps of a lane run one after
 // the other, and a failed step does not stop the others (the run fails at the end). Lanes are
@@ -14,8 +14,13 @@
 // nginx on ports of its own, and only deploy-tests uses the Docker engine. Each output line
 // comes as it is written, after its lane's name; at the end, every step with its time and
 // the machine's load average. Where a new kind of test goes: CONTRIBUTING.md.
+//
+// Every step runs on the Node that runs this script: through `pnpm test` that is the pinned
+// runtime (the root devDependency `node`, docs/runtime.md), whatever Node the machine has.
+// The Node 20 lane alone runs on a Node 20: DUET_NODE20_DIR, or the first `node` on PATH
+// outside node_modules that is Node 20.
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -26,6 +31,11 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const CHECK_TARGETS = "memory,redis,cluster-3-nodes";
 
 const step = (name, command, env = {}) => ({ name, command, env });
+/**
+ * Jest on the `node` first on the step's PATH. Not through pnpm, whose scripts put
+ * node_modules/.bin (the pinned runtime's `node`) first: the Node 20 lane runs it this way.
+ */
+const JEST = "node ../../node_modules/jest/bin/jest.js";
 
 /** Every package's tests but the server's and deploy-tests' (protocol, client, bench, and any new one). */
 const otherPackages = step(
@@ -82,60 +92,47 @@ const PLANS = {
   ci: {
     first: [step("build", "pnpm -r --silent build"), prerequisites()],
     lanes: {
-      // The fault-injection tests, then the integration tests (recovery bounds, wake-up races
-      // across nodes, Sentinel, write-ack), measure seconds against real Redis, Sentinel and
-      // Cluster processes (Sentinel stops acting for 30 s when its own timers run 2 s late):
-      // they run at normal priority, every other lane at nice 10, so on two cores the other
-      // lanes take what these leave instead of starving them.
+      // Every lane at the same priority: a test's verdict does not depend on the machine's load
+      // (docs/testing.md has each of these files' verdicts, quiet and beside a CPU hog). The
+      // fault-injection tests, then the integration tests, in one lane: both start Redis,
+      // Sentinel and Cluster processes of their own.
       reliability: [
-        { ...serverTests[1], node24: true },
-        {
-          ...step(
-            "server integration tests (several nodes, outages, Sentinel, write-ack)",
-            "pnpm --filter @duet/server exec jest test/integration",
-          ),
-          node24: true,
-        },
-      ],
-      // Node 24, the runtime of the image: every test; the server's behaviour suite on all
-      // seven targets in a lane of its own.
-      server: [
-        {
-          ...step("server behaviour tests on every target", "pnpm --filter @duet/server exec jest test/behaviour"),
-          node24: true,
-          nice: true,
-        },
-      ],
-      unit: [
-        {
-          ...step(
-            "server unit, store, browser and MCP conformance tests",
-            "pnpm --filter @duet/server exec jest --testPathPatterns '^(?!.*test/(reliability|behaviour|integration)/)'",
-          ),
-          node24: true,
-          nice: true,
-        },
-      ],
-      deploy: [{ ...deployTests, node24: true, nice: true }],
-      packages: [
-        { ...typecheck, nice: true },
-        { ...lint, nice: true },
-        { ...otherPackages, node24: true, nice: true },
-      ],
-      // Node 20 while these machines ship it, only where it can find what Node 24 cannot: its
-      // HTTP server's own timeouts (the in-process relay, where Node 20 once answered bare
-      // 408s), and what runs on a user's machine (the protocol, the SDK's and CLI's units, the
-      // served one-file CLI). The relay's logic is the same JavaScript on both: Node 24 runs
-      // it on every target, the built relay as a process included.
-      node20: [
-        step("server HTTP timeouts (in-process)", "pnpm --filter @duet/server exec jest test/behaviour/http-timeouts", {
-          DUET_TARGETS: "memory",
-        }),
+        serverTests[1],
         step(
-          "protocol, client unit and served-CLI tests",
-          "pnpm --filter @duet/protocol test && pnpm --filter @duet/client exec jest test/unit test/integration/bundle",
+          "server integration tests (several nodes, outages, Sentinel, write-ack)",
+          "pnpm --filter @duet/server exec jest test/integration",
         ),
-      ].map((s) => ({ ...s, nice: true })),
+      ],
+      // The pinned runtime, the image's: every test; the server's behaviour suite on all
+      // seven targets in a lane of its own.
+      server: [step("server behaviour tests on every target", "pnpm --filter @duet/server exec jest test/behaviour")],
+      unit: [
+        step(
+          "server unit, store, browser and MCP conformance tests",
+          "pnpm --filter @duet/server exec jest --testPathPatterns '^(?!.*test/(reliability|behaviour|integration)/)'",
+        ),
+      ],
+      deploy: [deployTests],
+      packages: [typecheck, lint, otherPackages],
+      // Node 20, the oldest Node an agent may run the SDK and the served CLI on: the protocol,
+      // the SDK's and CLI's units and the served one-file CLI; and the relay's HTTP timeouts
+      // in-process, where Node's HTTP server differs most between majors (Node 20 once
+      // answered bare 408s). Everything else runs on the pinned runtime.
+      node20: [
+        {
+          ...step("server HTTP timeouts (in-process)", `cd packages/server && ${JEST} test/behaviour/http-timeouts`, {
+            DUET_TARGETS: "memory",
+          }),
+          node20: true,
+        },
+        {
+          ...step(
+            "protocol, client unit and served-CLI tests",
+            `(cd packages/protocol && ${JEST}) && cd packages/client && ${JEST} test/unit test/integration/bundle`,
+          ),
+          node20: true,
+        },
+      ],
     },
   },
 };
@@ -160,13 +157,29 @@ const load = () =>
     .join(", ");
 const say = (line) => process.stdout.write(`${line}\n`);
 
-/** The PATH and version of the Node a step runs on: this one, or Node 24 from DUET_NODE24_DIR. */
+/** The pinned major: the root devDependency `node` (package.json). */
+const PINNED = Number(JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).devDependencies.node.split(".")[0]);
+
+/** A directory holding a Node 20 `node`: DUET_NODE20_DIR, or one on PATH outside node_modules. */
+function node20Dir() {
+  const candidates = [process.env.DUET_NODE20_DIR, ...(process.env.PATH ?? "").split(delimiter)].filter(
+    (dir) => dir && !dir.split(/[\\/]/).includes("node_modules"),
+  );
+  for (const dir of candidates) {
+    const node = join(dir, "node");
+    if (!existsSync(node)) continue;
+    if (spawnSync(node, ["--version"], { encoding: "utf8" }).stdout?.startsWith("v20.")) return dir;
+  }
+  throw new Error(
+    "the ci plan's Node 20 lane needs a Node 20: set DUET_NODE20_DIR to a directory holding its node binary",
+  );
+}
+
+/** The PATH and version of the Node a step runs on: this one (the pinned runtime), or a Node 20. */
 function nodeFor(stepSpec) {
-  if (!stepSpec.node24) return { path: process.env.PATH, version: process.version };
-  const dir = process.env.DUET_NODE24_DIR;
-  if (!dir) throw new Error("the ci plan runs Node 24 from DUET_NODE24_DIR (a directory holding its node binary)");
-  const version = spawnSync(join(dir, "node"), ["--version"], { encoding: "utf8" }).stdout?.trim();
-  if (!version?.startsWith("v24.")) throw new Error(`${join(dir, "node")} is not Node 24 (${version || "no answer"})`);
+  if (!stepSpec.node20) return { path: process.env.PATH, version: process.version };
+  const dir = node20Dir();
+  const version = spawnSync(join(dir, "node"), ["--version"], { encoding: "utf8" }).stdout.trim();
   return { path: `${dir}${delimiter}${process.env.PATH}`, version };
 }
 
@@ -178,14 +191,12 @@ function nodeFor(stepSpec) {
 function run(lane, stepSpec) {
   const { path, version } = nodeFor(stepSpec);
   const t = Date.now();
-  const label = `${stepSpec.name} (Node ${version.slice(1)}${stepSpec.nice ? ", nice 10" : ""})`;
+  const label = `${stepSpec.name} (Node ${version.slice(1)})`;
   const timesFile = join(scratch, `${lane}-${t}.times`);
   say(`[${lane}] ▶ ${label}`);
   return new Promise((done) => {
     const script = `${stepSpec.command}\nrc=$?\ntimes > ${JSON.stringify(timesFile)}\nexit $rc`;
-    // nice: the step (and every process it starts) yields the CPU to steps without it.
-    const [command, args] = stepSpec.nice ? ["nice", ["-n", "10", "bash", "-c", script]] : ["bash", ["-c", script]];
-    const child = spawn(command, args, {
+    const child = spawn("bash", ["-c", script], {
       cwd: ROOT,
       env: { ...process.env, ...stepSpec.env, PATH: path },
       stdio: ["ignore", "pipe", "pipe"],
@@ -211,12 +222,19 @@ function run(lane, stepSpec) {
 }
 
 async function main() {
-  // CI runs the README's `pnpm test` with DUET_GATE=ci: the same plan with the Node 24 pass
-  // and the Node 20 lane (.ci/run).
+  // CI runs the README's `pnpm test` with DUET_GATE=ci: the same plan with the Node 20 lane
+  // (.ci/run).
   const name = process.argv[2] === "test" && process.env.DUET_GATE === "ci" ? "ci" : process.argv[2];
   const plan = PLANS[name];
   if (!plan) {
     process.stderr.write(`usage: node infra/scripts/gate.mjs ${Object.keys(PLANS).join("|")}\n`);
+    return 2;
+  }
+  // A gate on another runtime would test what nobody runs: `pnpm test`, not `node gate.mjs`.
+  if (Number(process.versions.node.split(".")[0]) !== PINNED) {
+    process.stderr.write(
+      `gate: this is Node ${process.versions.node}; duet's runtime is Node ${PINNED} (the root devDependency \`node\`). Run it as \`pnpm ${name === "ci" ? "test" : name}\`, after \`pnpm install\`.\n`,
+    );
     return 2;
   }
   say(`== ${name}: ${availableParallelism()} CPUs, load average ${load()} (1, 5, 15 min)`);

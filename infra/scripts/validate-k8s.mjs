@@ -349,7 +349,21 @@ for (const [where, objects] of sets) {
   );
   check(!Object.keys(ann).some((k) => /affinity|upstream-hash-by/.test(k)), "Ingress without affinity or hashing");
 
-  // A PodMonitor (the Prometheus Operator's) must find the relay pods on their http port.
+  // /metrics is served on its own listener: the container port "metrics" is METRICS_PORT, and
+  // the Service (what the Ingress routes) never targets it.
+  const metricsPort = Number(envValue("METRICS_PORT") ?? 9464);
+  check(
+    ports.some((p) => p.name === "metrics" && p.containerPort === metricsPort),
+    `container port "metrics" is METRICS_PORT (${metricsPort})`,
+  );
+  check(
+    (find("Service", "duet-relay")?.spec?.ports ?? []).every(
+      (p) => p.targetPort !== "metrics" && p.targetPort !== metricsPort,
+    ),
+    "the Service does not route the metrics port",
+  );
+
+  // A PodMonitor (the Prometheus Operator's) must find the relay pods on their metrics port.
   for (const monitor of objects.filter((o) => o.kind === "PodMonitor")) {
     const podLabels = deploy.spec.template.metadata.labels ?? {};
     const selects = Object.entries(monitor.spec.selector?.matchLabels ?? {});
@@ -359,9 +373,9 @@ for (const [where, objects] of sets) {
     );
     check(
       monitor.spec.podMetricsEndpoints.every(
-        (e) => ports.some((p) => p.name === e.port) && (e.path ?? "/metrics") === "/metrics",
+        (e) => e.port === "metrics" && ports.some((p) => p.name === e.port) && (e.path ?? "/metrics") === "/metrics",
       ),
-      `PodMonitor ${monitor.metadata.name} scrapes /metrics on a named container port of the relay`,
+      `PodMonitor ${monitor.metadata.name} scrapes /metrics on the relay's container port "metrics"`,
     );
     check(
       monitor.metadata.namespace === deploy.metadata.namespace,

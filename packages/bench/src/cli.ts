@@ -56,7 +56,7 @@ function machine(): string {
 
 async function main(): Promise<void> {
   const started = Date.now();
-  // The machine is shared: other work running beside the bench shows in the load average.
+  // The machine is shared: other work running beside the bench shows in os.loadavg().
   const loadBefore = loadavg()[0]!;
   pin(process.pid, LOAD_CPU);
   const redis = await startRedis();

@@ -23,6 +23,8 @@ async function main(): Promise<void> {
   reportMetrics(async () => ({
     waiting: app.locals.waitingRecvs.size + (app.locals.streams?.size ?? 0),
     connections: await connectionCount(relay.server),
+    // Builds older than the relay's own slow-client check have none.
+    timedOut: (relay as { connectionChecks?: { timedOut: number } }).connectionChecks?.timedOut,
   }));
   process.on("message", (message: { type?: string }) => {
     if (message?.type === "stop") void relay.shutdown().finally(() => process.exit(0));
@@ -37,7 +39,7 @@ async function main(): Promise<void> {
   ) {
     if (Date.now() > deadline) throw new Error("store not ready after 10 s");
   }
-  process.send?.({ type: "ready", url: relay.url });
+  process.send?.({ type: "ready", url: relay.url, metricsUrl: relay.metricsUrl });
 }
 
 main().catch((error) => {

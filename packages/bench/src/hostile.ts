@@ -189,7 +189,7 @@ async function main(): Promise<void> {
       "",
       `\`pnpm --filter @duet/bench hostile${baselineDist ? ` ${baselineDist}` : ""}\`: one duet node on Redis, rate limits off; a bystander's`,
       `GET /healthz, one at a time 5 ms apart, ${CALM_SECONDS} s calm then ${FLOOD_SECONDS} s while ${HOSTILE_CONNECTIONS} connections post the bodies below in turn.`,
-      `${cpus().length} cores, load average ${load} at the start.`,
+      `${cpus().length} cores, loadavg ${load} at the start.`,
       "",
       "| build | phase | bystander calls | p50 ms | p99 ms | max ms | node's event-loop delay, max ms | node's CPU |",
       "|---|---|---|---|---|---|---|---|",

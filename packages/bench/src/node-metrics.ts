@@ -19,6 +19,8 @@ export interface NodeMetrics {
   waiting: number;
   /** TCP connections the HTTP server holds. */
   connections: number;
+  /** Connections the relay closed for a slow-client timeout (408 `request_timeout`), where the node counts them. */
+  timedOut?: number;
 }
 
 export interface MetricsRequest {
@@ -31,7 +33,9 @@ export interface MetricsRequest {
 }
 
 /** Answers {type:"metrics"} IPC messages for the rest of the process's life. */
-export function reportMetrics(sample: () => Promise<{ waiting: number; connections: number }>): void {
+export function reportMetrics(
+  sample: () => Promise<{ waiting: number; connections: number; timedOut?: number }>,
+): void {
   // 10 ms resolution: the target is a p99 of 20 ms, finer sampling only costs CPU. The
   // histogram records whole timer intervals (an idle loop reads ~10 ms), so the interval is
   // subtracted to report the delay alone.
@@ -55,7 +59,7 @@ export function reportMetrics(sample: () => Promise<{ waiting: number; connectio
       gc();
       gc();
     }
-    void sample().then(({ waiting, connections }) => {
+    void sample().then(({ waiting, connections, timedOut }) => {
       const memory = process.memoryUsage();
       const cpu = process.cpuUsage();
       const metrics: NodeMetrics = {
@@ -70,6 +74,7 @@ export function reportMetrics(sample: () => Promise<{ waiting: number; connectio
         cpuSystemUs: cpu.system,
         waiting,
         connections,
+        timedOut,
       };
       if (message.resetEld) eld.reset();
       process.send?.({ type: "metrics", id: message.id, metrics });

@@ -47,6 +47,8 @@ export async function startRedis(): Promise<RedisProcess> {
 export interface ServerProcess {
   name: string;
   url: string;
+  /** The node's metrics listener (duet nodes with a METRICS_PORT), as it reported it. */
+  metricsUrl?: string;
   pid: number;
   metrics(options?: { gc?: boolean; resetEld?: boolean }): Promise<NodeMetrics>;
   /** Writes a V8 heap snapshot of the process to path (after a full GC); resolves when it is written. */
@@ -60,29 +62,32 @@ let nextMetricsId = 1;
 export async function startServer(
   name: string,
   script: "duet-node.js" | "ceiling-node.js" | "hold-node.js",
-  options: { args?: string[]; env?: Record<string, string>; execArgv?: string[]; cpu?: string } = {},
+  options: { args?: string[]; env?: Record<string, string>; execArgv?: string[]; cpu?: string; execPath?: string } = {},
 ): Promise<ServerProcess> {
   const child: ChildProcess = fork(join(__dirname, script), options.args ?? [], {
     env: { ...process.env, ...options.env },
+    // Another Node than the bench's own (ab --runtime): the same build on two runtimes.
+    execPath: options.execPath,
     execArgv: ["--expose-gc", ...(options.execArgv ?? [])],
     // Logs go nowhere: a pino line per request is still produced (that cost is duet's),
     // only not kept.
     stdio: ["ignore", "ignore", "inherit", "ipc"],
   });
   pin(child.pid!, options.cpu ?? SERVER_CPU);
-  const url = await new Promise<string>((resolve, reject) => {
+  const { url, metricsUrl } = await new Promise<{ url: string; metricsUrl?: string }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 15_000);
     child.once("exit", (code) => reject(new Error(`${name} exited with ${code} before it was ready`)));
-    child.on("message", (message: { type?: string; url?: string }) => {
+    child.on("message", (message: { type?: string; url?: string; metricsUrl?: string }) => {
       if (message?.type === "ready") {
         clearTimeout(timer);
-        resolve(message.url!);
+        resolve({ url: message.url!, metricsUrl: message.metricsUrl });
       }
     });
   });
   return {
     name,
     url,
+    metricsUrl,
     pid: child.pid!,
     metrics: (request = {}) =>
       new Promise<NodeMetrics>((resolve, reject) => {
@@ -127,6 +132,8 @@ export async function startServer(
 export function duetEnv(redisUrl: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
     PORT: "0",
+    // Several nodes on one machine: each its own free metrics port.
+    METRICS_PORT: "0",
     HOST: "127.0.0.1",
     REDIS_URL: redisUrl,
     REDIS_KEY_PREFIX: "duet:",

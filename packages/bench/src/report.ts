@@ -70,7 +70,7 @@ export function markdown(r: RunResults): string {
   const out: string[] = [];
   const { rounds, ratios, peak } = r.cycle;
   out.push(
-    `Machine: ${r.meta.machine}; Node ${r.meta.node}; Redis ${r.meta.redis}; servers pinned to CPU0, load generator and Redis to CPU1: ${r.meta.pinned ? "yes" : "no"}. Run ${r.meta.date}${r.meta.smoke ? " (SMOKE: tiny, not figures)" : ""}; 1-minute load average ${r.meta.loadAverage?.before ?? "?"} before, ${r.meta.loadAverage?.after ?? "?"} after (2 cores; other work on the machine raises it).`,
+    `Machine: ${r.meta.machine}; Node ${r.meta.node}; Redis ${r.meta.redis}; servers pinned to CPU0, load generator and Redis to CPU1: ${r.meta.pinned ? "yes" : "no"}. Run ${r.meta.date}${r.meta.smoke ? " (SMOKE: tiny, not figures)" : ""}; 1-minute loadavg ${r.meta.loadAverage?.before ?? "?"} before, ${r.meta.loadAverage?.after ?? "?"} after (2 cores; other work on the machine raises it).`,
   );
   out.push("");
   out.push(

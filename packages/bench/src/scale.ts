@@ -16,163 +16,38 @@
 // raised), so no process, relay or client, holds more than ~17,000 seats: the defaults
 // give 100,000 seats 6 nodes and 6 clients. Everything started is stopped by its PID on
 // every way out (the children also end themselves when this process goes away).
-import { type ChildProcess, fork } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { join } from "node:path";
 import { type SpawnedCluster, type SpawnedRedis, spawnCluster, spawnRedis } from "@duet/testkit";
-import { Redis } from "ioredis";
 import type { NodeMetrics } from "./node-metrics.js";
 import { duetEnv, type ServerProcess, startServer } from "./processes.js";
-import type { ClientRequest, ClientStatus, LoadReport, ScaleSeat } from "./scale-client.js";
+import { ClientProcess, children, killAll, nodePids } from "./scale-children.js";
+import type { ClientStatus, LoadReport, ScaleSeat } from "./scale-messages.js";
+import {
+  smoke,
+  mode,
+  cluster,
+  seats,
+  nodeCount,
+  clientCount,
+  emptySeconds,
+  settleSeconds,
+  windowSeconds,
+  loadSeconds,
+  afterSeconds,
+  loadShare,
+  connectConcurrency,
+  heapSnapshotDir,
+  extraEnv,
+  bare,
+  name,
+  quiet,
+} from "./scale-options.js";
+import { kept, log, t0 } from "./scale-log.js";
+import { type RedisView, redisView } from "./scale-redis-view.js";
+import { writeResults } from "./scale-report.js";
 import { median, sleep, summarize } from "./stats.js";
 
-function option(name: string, fallback: string): string {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? process.argv[at + 1]! : fallback;
-}
-const flag = (name: string) => process.argv.includes(`--${name}`);
-
-const smoke = flag("smoke");
-const mode = option("mode", "stream") as "stream" | "long-poll";
-const cluster = flag("cluster");
-const seats = Number(option("seats", smoke ? "200" : "100000"));
-/** Seats one process (relay or client) may hold: the fd hard limit is 20,000. */
-const PER_PROCESS = 17_000;
-const nodeCount = Number(option("nodes", String(Math.max(2, Math.ceil(seats / PER_PROCESS)))));
-const clientCount = Number(option("clients", String(Math.max(2, Math.ceil(seats / PER_PROCESS)))));
-const emptySeconds = Number(option("empty", smoke ? "1" : "15"));
-const settleSeconds = Number(option("settle", smoke ? "1" : "20"));
-const windowSeconds = Number(option("window", smoke ? "2" : "60"));
-const loadSeconds = Number(option("load-seconds", smoke ? "3" : "60"));
-const afterSeconds = Number(option("after", smoke ? "1" : "30"));
-/** Share of the rooms that send, each once a second. */
-const loadShare = Number(option("load-share", smoke ? "0.1" : "0.01"));
-const connectConcurrency = Number(option("concurrency", "24"));
-/** With --heap-snapshot DIR: node 0 writes a heap snapshot before the seats connect and another once they are all waiting. */
-const heapSnapshotDir = process.argv.includes("--heap-snapshot") ? option("heap-snapshot", "") : undefined;
-const extraEnv: Record<string, string> = {};
-process.argv.forEach((arg, i) => {
-  if (arg === "--env") {
-    const [key, ...value] = process.argv[i + 1]!.split("=");
-    extraEnv[key!] = value.join("=");
-  }
-});
-/** --bare http|express: the nodes are bare servers that only hold the seats' requests (src/hold-node.ts): the floor under duet's memory per seat. No Redis, no rooms, no message load. */
-const bare = process.argv.includes("--bare") ? (option("bare", "http") as "http" | "express") : undefined;
-/** --tag T: results/scale-…-<N>-T (a comparison's two runs, say). */
-const tag = process.argv.includes("--tag") ? `-${option("tag", "")}` : "";
-const name = `scale-${mode}${cluster ? "-cluster" : ""}${bare ? `-bare-${bare}` : ""}-${seats}${tag}`;
-
-const quiet = smoke && process.env.DUET_FIGURES !== "1";
-const kept: string[] = [];
-const t0 = Date.now();
-const log = (line: string) => {
-  const text = `[scale ${((Date.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${line}\n`;
-  if (quiet) kept.push(text);
-  else process.stderr.write(text);
-};
-
-// Every process this run starts, by PID, so that every way out can end them.
-const children = new Set<ChildProcess>();
-/** The relay nodes' PIDs (startServer's children end themselves when this process goes away, after a drain). */
-const nodePids = new Set<number>();
-function killAll(): void {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  for (const pid of nodePids) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // already gone
-    }
-  }
-}
-process.on("exit", killAll);
-for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-  process.on(signal, () => {
-    killAll();
-    process.exit(130);
-  });
-}
-
-/** One client process with a request/answer helper over IPC. */
-class ClientProcess {
-  readonly child: ChildProcess;
-  private readonly waiting = new Map<string, (message: never) => void>();
-  constructor(readonly index: number) {
-    this.child = fork(join(__dirname, "scale-client.js"), [], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
-    children.add(this.child);
-    this.child.on("message", (message: { type: string }) => {
-      const resolve = this.waiting.get(message.type);
-      if (resolve) {
-        this.waiting.delete(message.type);
-        resolve(message as never);
-      }
-      if (message.type === "failed") for (const r of this.waiting.values()) r(message as never);
-    });
-  }
-  next<T>(type: string, timeoutMs = 30 * 60_000): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`client ${this.index}: no ${type} in ${timeoutMs} ms`)),
-        timeoutMs,
-      );
-      this.waiting.set(type, (message) => {
-        clearTimeout(timer);
-        const m = message as { type: string; error?: string };
-        if (m.type === "failed") reject(new Error(`client ${this.index}: ${m.error}`));
-        else resolve(message as T);
-      });
-    });
-  }
-  request<T>(message: ClientRequest, answer: string, timeoutMs?: number): Promise<T> {
-    const reply = this.next<T>(answer, timeoutMs);
-    this.child.send(message);
-    return reply;
-  }
-  stop(): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.child.exitCode !== null || this.child.signalCode !== null) return resolve();
-      const timer = setTimeout(() => this.child.kill("SIGKILL"), 10_000);
-      this.child.once("exit", () => {
-        clearTimeout(timer);
-        resolve();
-      });
-      this.child.send({ type: "stop" } satisfies ClientRequest);
-    });
-  }
-}
-
-interface RedisView {
-  clients: Redis[];
-  info(): Promise<{ usedMemory: number; rss: number; cpuSeconds: number; commands: number; roundTrips: number }>;
-}
-
-function redisView(ports: number[]): RedisView {
-  const clients = ports.map(
-    (port) => new Redis({ port, host: "127.0.0.1", connectionName: "bench", maxRetriesPerRequest: 0 }),
-  );
-  const field = (info: string, name: string) => Number(new RegExp(`^${name}:([0-9.]+)`, "m").exec(info)?.[1] ?? 0);
-  return {
-    clients,
-    info: async () => {
-      const total = { usedMemory: 0, rss: 0, cpuSeconds: 0, commands: 0, roundTrips: 0 };
-      for (const client of clients) {
-        const info = await client.info("all");
-        total.usedMemory += field(info, "used_memory");
-        total.rss += field(info, "used_memory_rss");
-        total.cpuSeconds += field(info, "used_cpu_sys") + field(info, "used_cpu_user");
-        total.commands += field(info, "total_commands_processed");
-        // Round trips: the commands clients send themselves (the rest ran inside scripts).
-        for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
-          if (ROUND_TRIPS.has(match[1]!)) total.roundTrips += Number(match[2]);
-      }
-      return total;
-    },
-  };
-}
-
-const ROUND_TRIPS = new Set(["evalsha", "eval", "ssubscribe", "sunsubscribe", "subscribe", "unsubscribe", "ping"]);
 /** A node's metrics; a node too busy to answer within startServer's 20 s is asked again (twice). */
 async function metricsOf(node: ServerProcess, request?: { gc?: boolean; resetEld?: boolean }): Promise<NodeMetrics> {
   for (let attempt = 1; ; attempt++) {
@@ -485,11 +360,7 @@ async function main(): Promise<void> {
       errors,
       totalErrors,
     };
-    const dir = join(__dirname, "..", "results", smoke ? "smoke" : "");
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, `${name}.json`), `${JSON.stringify(results, null, 2)}\n`);
-    const md = markdown(results);
-    writeFileSync(join(dir, `${name}.md`), md);
+    const md = writeResults(results);
     if (!quiet) process.stdout.write(md);
     if (totalErrors > 0 || (latencies.length === 0 && !bare)) {
       if (quiet) process.stderr.write(kept.join(""));
@@ -509,120 +380,6 @@ async function main(): Promise<void> {
     await redisCluster?.stop();
     killAll();
   }
-}
-
-const kb = (n: number) => n.toFixed(1);
-const ms = (n: number) => n.toFixed(1);
-const int = (n: number) => Math.round(n).toLocaleString("en-US");
-
-type Results = {
-  name: string;
-  mode: string;
-  cluster: boolean;
-  bare?: string;
-  seats: number;
-  rooms: number;
-  nodes: number;
-  clients: number;
-  command: string;
-  machine: string;
-  at: string;
-  loadAverage: { before: number; after: number };
-  roomsSeconds: number;
-  connect: { seconds: number; errors: number };
-  idle: {
-    windowSeconds: number;
-    nodes: {
-      node: string;
-      seats: number;
-      fixedCpuUsPerSecond: number;
-      idleCpuUsPerSecond: number;
-      idleCpuUsPerSeatPerSecond: number;
-      fixedRssMb: number;
-      fixedHeapMb: number;
-      rssMb: number;
-      heapMb: number;
-      heapTotalMb: number;
-      rssPerSeatKb: number;
-      heapPerSeatKb: number;
-      heapTotalPerSeatKb: number;
-      eldP99Ms: number;
-      eldMaxMs: number;
-    }[];
-    redis: {
-      usedMemoryMb: number;
-      usedMemoryMbRooms: number;
-      rssMb: number;
-      bytesPerRoom: number;
-      bytesPerSeatWaiting: number;
-      cpuUsPerSecond: number;
-      commandsPerSecond: number;
-      roundTripsPerSecond: number;
-    };
-    clientRssMb: number[];
-  };
-  load: {
-    rooms: number;
-    seconds: number;
-    sent: number;
-    received: number;
-    missing: number;
-    sendErrors: number;
-    ackErrors: number;
-    messagesPerSecond: number;
-    latency: { samples: number; p50Ms: number; p99Ms: number; maxMs: number };
-    nodeCpuUsPerSecond: number[];
-    nodeEldP99Ms: number[];
-    nodeEldMaxMs: number[];
-    redisCpuUsPerSecond: number;
-    redisCommandsPerSecond: number;
-    redisRoundTripsPerSecond: number;
-  };
-  after: { seconds: number; nodeCpuUsPerSecond: number[] };
-  errors: Record<string, unknown>;
-  totalErrors: number;
-};
-
-function markdown(r: Results): string {
-  const lines = [
-    `# ${r.seats.toLocaleString("en-US")} ${r.mode === "stream" ? "streaming" : "long-polling"} seats on ${r.nodes} ${r.bare ? `bare ${r.bare} servers that only hold the requests (no Redis)` : `relay nodes, ${r.cluster ? "a 3-master Redis Cluster" : "one Redis"}`}`,
-    "",
-    `\`${r.command}\` — ${r.at}; ${r.machine}; 1-minute load average ${r.loadAverage.before.toFixed(1)} before, ${r.loadAverage.after.toFixed(1)} after (the relays, ${r.clients} client processes and Redis share the cores).`,
-    "",
-    `${r.rooms.toLocaleString("en-US")} rooms opened in ${r.roomsSeconds.toFixed(0)} s (through two setup nodes, stopped before the seats connect). Every seat connected and waiting on its node after **${r.connect.seconds.toFixed(1)} s**, **${r.connect.errors} errors** while connecting. Errors in all: **${r.totalErrors}** (${JSON.stringify(r.errors)}).`,
-    "",
-    `## Idle (${r.idle.windowSeconds} s window)`,
-    "",
-    "| Node | seats | RSS MB empty → waiting | RSS KB / seat | heap MB empty → waiting | heap KB / seat | V8 committed KB / seat | CPU µs/s empty (fixed) | CPU µs/s idle | CPU µs/s per seat above empty | event-loop delay p99 / max ms |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
-    ...r.idle.nodes.map(
-      (n) =>
-        `| ${n.node} | ${int(n.seats)} | ${int(n.fixedRssMb)} → ${int(n.rssMb)} | ${kb(n.rssPerSeatKb)} | ${int(n.fixedHeapMb)} → ${int(n.heapMb)} | ${kb(n.heapPerSeatKb)} | ${kb(n.heapTotalPerSeatKb)} | ${int(n.fixedCpuUsPerSecond)} | ${int(n.idleCpuUsPerSecond)} | ${n.idleCpuUsPerSeatPerSecond.toFixed(2)} | ${ms(n.eldP99Ms)} / ${int(n.eldMaxMs)} |`,
-    ),
-    "",
-    `Medians over the nodes: RSS ${kb(median(r.idle.nodes.map((n) => n.rssPerSeatKb)))} KB, heap ${kb(median(r.idle.nodes.map((n) => n.heapPerSeatKb)))} KB, CPU ${median(r.idle.nodes.map((n) => n.idleCpuUsPerSeatPerSecond)).toFixed(2)} µs/s per seat; fixed CPU ${int(median(r.idle.nodes.map((n) => n.fixedCpuUsPerSecond)))} µs/s and RSS ${int(median(r.idle.nodes.map((n) => n.fixedRssMb)))} MB per node. Client processes: ${r.idle.clientRssMb.map((m) => int(m)).join(", ")} MB RSS.`,
-    "",
-    "| Redis | used memory MB (rooms only → seats waiting) | bytes per room | bytes per waiting seat | RSS MB | CPU µs/s | round trips/s (scripts, PINGs, subscriptions) | commands/s (with those inside scripts) |",
-    "|---|---|---|---|---|---|---|---|",
-    `| idle | ${int(r.idle.redis.usedMemoryMbRooms)} → ${int(r.idle.redis.usedMemoryMb)} | ${int(r.idle.redis.bytesPerRoom)} | ${int(r.idle.redis.bytesPerSeatWaiting)} | ${int(r.idle.redis.rssMb)} | ${int(r.idle.redis.cpuUsPerSecond)} | ${r.idle.redis.roundTripsPerSecond.toFixed(1)} | ${r.idle.redis.commandsPerSecond.toFixed(1)} |`,
-    "",
-    `## Message load: ${int(r.load.rooms)} rooms (${((100 * r.load.rooms) / r.rooms).toFixed(1)} %) sending once a second for ${r.load.seconds.toFixed(0)} s`,
-    "",
-    "| sent | received | messages/s | send → event p50 ms | p99 ms | max ms | send errors | ack errors | missing |",
-    "|---|---|---|---|---|---|---|---|---|",
-    `| ${int(r.load.sent)} | ${int(r.load.received)} | ${int(r.load.messagesPerSecond)} | ${ms(r.load.latency.p50Ms)} | ${ms(r.load.latency.p99Ms)} | ${ms(r.load.latency.maxMs)} | ${r.load.sendErrors} | ${r.load.ackErrors} | ${r.load.missing} |`,
-    "",
-    "| Node | CPU µs/s idle | under load | idle after | event-loop delay p99 / max ms under load |",
-    "|---|---|---|---|---|",
-    ...r.idle.nodes.map(
-      (n, i) =>
-        `| ${n.node} | ${int(n.idleCpuUsPerSecond)} | ${int(r.load.nodeCpuUsPerSecond[i]!)} | ${int(r.after.nodeCpuUsPerSecond[i]!)} | ${ms(r.load.nodeEldP99Ms[i]!)} / ${int(r.load.nodeEldMaxMs[i]!)} |`,
-    ),
-    "",
-    `Redis under load: ${int(r.load.redisCpuUsPerSecond)} µs/s CPU, ${int(r.load.redisRoundTripsPerSecond)} round trips/s, ${int(r.load.redisCommandsPerSecond)} commands/s.`,
-    "",
-  ];
-  return lines.join("\n");
 }
 
 // Exit explicitly: requests to client processes that failed may leave their timers behind.

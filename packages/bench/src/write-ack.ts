@@ -95,7 +95,7 @@ async function main(): Promise<void> {
       n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
     const md = [
       `Message cycle (send -> recv -> ack, both seats) on one master with one replica, write-ack 0, 1 (WAIT 1 500 ms) and all (WAIT 1 and INFO replication), median of ${ROUNDS} interleaved rounds of ${ROUND_MS / 1000} s.`,
-      `Run ${new Date().toISOString()}; 1-minute load average ${loadBefore.toFixed(2)} before, ${loadAfter.toFixed(2)} after (2 cores, shared).`,
+      `Run ${new Date().toISOString()}; 1-minute loadavg ${loadBefore.toFixed(2)} before, ${loadAfter.toFixed(2)} after (2 cores, shared).`,
       "",
       "| rooms | msg/s (0 / 1 / all) | ratio 1 / 0 | ratio all / 1 | send->recv p50 ms (0 / 1 / all) | p99 ms (0 / 1 / all) | server CPU us per message (0 / 1 / all) | CPU ratio all / 1 | errors (0 / 1 / all) |",
       "|---|---|---|---|---|---|---|---|---|",

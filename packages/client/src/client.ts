@@ -1,5 +1,6 @@
-// DuetClient: the typed SDK. One method per endpoint, plus the flows people want:
-// waitForPeer, receiveLoop, and a send that retries safely with an idempotency key. What
+// DuetClient: the typed SDK. `call` reaches every operation of the endpoint table, typed
+// from it; a named method per operation where the call needs more than its wire form (sealing,
+// safe retries, waits), plus the flows people want: waitForPeer, receiveLoop, waitUntilRead. What
 // is behind it: transport.ts (one request), retry.ts (what is tried again), stream.ts (the
 // push stream), receive-loop.ts (handing messages on), encrypted-room.ts (sealing, opening).
 import { randomUUID } from "node:crypto";
@@ -8,6 +9,10 @@ import {
   MAX_WAIT_MS,
   StatusResponse,
   type AckResponse,
+  type EndpointInput,
+  type EndpointResponse,
+  type EndpointSpec,
+  type OperationId,
   type CloseResponse,
   type Message,
   type RecvResponse,
@@ -51,23 +56,6 @@ import { DEFAULT_BASE_URL, Transport, canonicalCode } from "./transport.js";
 const DEFAULT_SEND_TIMEOUT_MS = 120_000;
 const DEFAULT_WAIT_FOR_PEER_MS = 300_000;
 const DEFAULT_WAIT_FOR_READ_MS = 300_000;
-/**
- * status's answer as read here: the table's schema without `unread` (the read receipts of
- * RECEIPTS-API.md), which a relay from before them leaves out: the SDK still talks to such
- * a relay, and checks `unread` by hand when it is there. Built by picking the other fields
- * (whether or not the table's schema has `unread` yet) rather than with a zod import of the
- * client's own, which would put a second copy of zod in the bundle (its ESM build beside
- * the CommonJS one @duet/protocol's build requires: 0.8 MB more).
- */
-const StatusFields = StatusResponse.pick(
-  Object.fromEntries(
-    Object.keys(StatusResponse.shape)
-      .filter((key) => key !== "unread")
-      .map((key) => [key, true]),
-  ) as never,
-);
-/** The same, keeping unknown fields, so that `unread` reaches statusOf. */
-const StatusWithReceipts = StatusFields.loose();
 /** A message id as the relay mints it: decimal digits. */
 const MESSAGE_ID = /^[0-9]{1,15}$/;
 /** A held call is answered within its wait plus a small margin; beyond this the connection is dead. */
@@ -94,6 +82,36 @@ export class DuetClient {
   }
 
   // ---- endpoints ----------------------------------------------------------------------
+
+  /**
+   * Any operation of the endpoint table by its name, its input (sent as is: a query's values as
+   * strings, the code included) and its answer typed from the table:
+   * `client.call("ack", { code, ids }, { token })`. The named methods below add what their call
+   * needs beyond that; an operation without one is reached here. Retries rate limits and 503s,
+   * and a network failure only for calls safe to repeat (reads, and calls the table marks
+   * idempotent). In an encrypted room a text for the peer must be sealed first.
+   */
+  call<K extends OperationId>(
+    operation: K,
+    input: EndpointInput<K>,
+    options: CallOptions & { token?: string } = {},
+  ): Promise<EndpointResponse<K>> {
+    const spec: EndpointSpec = ENDPOINTS[operation];
+    const safe = spec.method === "GET" || spec.tool?.readOnly === true || spec.tool?.idempotent === true;
+    // A call that waits is answered within its wait: the request's own timeout allows it.
+    const waitMs = Number((input as { wait?: unknown } | undefined)?.wait ?? 0) || 0;
+    return this.retrying(
+      operation,
+      safe ? "refusals-and-network" : "refusals",
+      { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs },
+      (timeoutMs) =>
+        this.transport.call(operation, input, {
+          token: options.token,
+          signal: options.signal,
+          timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
+        }),
+    );
+  }
 
   /** Opens a room and takes seat "a". The token is secret; `share` is what to paste to the peer. */
   async open(options: CallOptions & { e2e?: boolean } = {}): Promise<OpenedRoom> {
@@ -214,14 +232,12 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
       "refusals-and-network",
       { ...options, timeoutMs: options.timeoutMs ?? this.retryTimeoutMs + waitMs },
       (timeoutMs) =>
-        this.transport
-          .request(method, path, StatusWithReceipts, {
-            query,
-            token: seat.token,
-            signal: options.signal,
-            timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
-          })
-          .then(statusOf),
+        this.transport.request(method, path, StatusResponse, {
+          query,
+          token: seat.token,
+          signal: options.signal,
+          timeoutMs: waitMs > 0 ? Math.max(timeoutMs, waitMs + RECV_ANSWER_MARGIN_MS) : timeoutMs,
+        }),
     );
   }
 
@@ -266,7 +282,7 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
    * the five-tick stream, at once, about 25 s in all. Reports whether the long-poll survived
    * (and how long it lasted when cut) and whether stream events arrived as sent or in one
    * lump, and advises the transport and the wait to use from here. Rejects with the relay's
-   * refusal when it cannot run the test (not_found: a relay that predates it).
+   * refusal when it cannot run the test (not_found: the URL is not a duet relay).
    */
   selftest(options: SelftestOptions = {}): Promise<SelftestReport> {
     return runSelftest(this.transport, this.now, options);
@@ -335,8 +351,6 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
           return { unread: [], ended: error.ended };
         throw error;
       }
-      if (status.unread === undefined)
-        throw new DuetError("invalid_response", "The relay's status has no `unread`: it predates read receipts.");
       if (!status.unread.some((unread) => Number(unread) <= target)) return { unread: status.unread };
       if (deadline.expired())
         throw new DuetTimeoutError(
@@ -372,11 +386,4 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
 /** How a room ended says every message of the reader's seat was acked: closed (refused while any was unread), or force-closed abandoning none of them. */
 function everyMessageAcked(ended: RoomEnding | undefined): boolean {
   return ended?.reason === "closed" || (ended?.reason === "force_closed" && ended.abandoned?.out === 0);
-}
-
-/** The status fields the SDK knows, with `unread` when it is a list of ids. */
-function statusOf(answer: Record<string, unknown>): Status {
-  const known = StatusFields.parse(answer) as Status;
-  const { unread } = answer;
-  return Array.isArray(unread) && unread.every((id) => typeof id === "string") ? { ...known, unread } : known;
 }

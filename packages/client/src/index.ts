@@ -8,6 +8,9 @@ export * from "./errors.js";
 export { E2eSession, newRoomKey, roomKeyInText, joinUrlWithKey, type E2eState, type E2eRejectReason } from "./e2e.js";
 export { extractRoomCode, type ExtractedRoom } from "./room-input.js";
 export type {
+  EndpointInput,
+  EndpointResponse,
+  OperationId,
   Message,
   OpenResponse,
   JoinResponse,

@@ -79,9 +79,9 @@ export interface StatusOptions extends CallOptions {
 
 /**
  * status's answer: `unread` lists the ids of this seat's own messages the peer has not
- * acked yet, oldest first (absent from a relay without read receipts).
+ * acked yet, oldest first.
  */
-export type Status = Omit<StatusResponse, "unread"> & { unread?: string[] };
+export type Status = StatusResponse;
 
 export interface WaitUntilReadOptions extends CallOptions {
   /** Longest wait of one long-poll (GET /v1/status?wait=&until_read=), 1..25000 ms. Default 25000. */

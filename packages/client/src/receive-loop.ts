@@ -170,7 +170,7 @@ export class StreamSource {
           error.code !== "rate_limited";
         this.failures++;
         if (refused || (!this.opened && !this.only) || this.failures >= 3) {
-          // A stream that never worked here (a buffering proxy, an older relay) or keeps
+          // A stream that never worked here (a buffering proxy, say) or keeps
           // breaking: long-poll from now on. Its recv also reports a refusal properly.
           if (this.only) throw error;
           this.fallenBack = true;

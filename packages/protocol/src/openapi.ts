@@ -2,7 +2,7 @@
 // schemas that validate requests.
 import { z } from "zod";
 import { ERRORS, type ErrorCode } from "./errors.js";
-import { ENDPOINTS, OPERATION_IDS, type EndpointSpec } from "./endpoints.js";
+import { ENDPOINTS, OPERATION_IDS, type EndpointSpec, peerTextField } from "./endpoints.js";
 import { API_VERSION, USER_AGENT } from "./limits.js";
 import * as S from "./schemas.js";
 
@@ -63,7 +63,15 @@ const LICENSE = { name: "Apache License 2.0", identifier: "Apache-2.0" };
 /** One operation of the endpoint table, as an OpenAPI operation object. */
 function operation(spec: EndpointSpec) {
   const op: Record<string, unknown> = { operationId: spec.operationId, summary: spec.summary };
-  if (spec.description) op.description = spec.description;
+  const field = peerTextField(spec);
+  // The rules of a text for the peer (the table's carriesText), said once for every call that carries one.
+  const textRules =
+    field === undefined
+      ? undefined
+      : `\`${field}\` is a text for the peer: one that holds the caller's own seat token is 400 bad_request; ` +
+        "in an end-to-end encrypted room (opened with e2e: true) it must be a duet-e2e:v1 envelope, else 400 e2e_required.";
+  const description = [textRules, spec.description].filter(Boolean).join(" ");
+  if (description) op.description = description;
   op.security = spec.auth === "bearer" ? bearer : [];
   if (spec.input?.in === "body") {
     op.requestBody = {

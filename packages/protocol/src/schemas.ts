@@ -157,6 +157,37 @@ export const SelftestQuery = z.strictObject({
   format: z.enum(["sse", "ndjson"]).optional().describe("stream: sse (default) or ndjson, as GET /v1/stream."),
 });
 
+/** The self-test as an MCP tool: a named probe held with nothing on the wire (docs/mcp.md). */
+export const SelftestToolInput = z.strictObject({
+  probe: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{6,64}$/, "probe must be 6 to 64 letters, digits, - or _")
+    .describe(
+      "A name you choose for this probe, unique to you (e.g. 12 random letters). Call again with the same name to read its result.",
+    ),
+  wait: z
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_WAIT_MS)
+    .optional()
+    .describe(`Milliseconds to hold the probe with nothing on the wire: 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}.`),
+});
+export const SelftestToolResponse = z.object({
+  probe: z.string(),
+  outcome: z
+    .enum(["delivered", "cut", "running"])
+    .describe(
+      "delivered: the held answer came through after the whole wait; cut: the path dropped it (after_ms says when); running: it is still held.",
+    ),
+  wait_ms: z.number().int().min(0).describe("How long the probe was to be held."),
+  after_ms: z.number().int().min(0).describe("When it was delivered or cut, or how long it has been held so far."),
+  advice: z.object({
+    recv_wait_ms: z.number().int().min(0).describe("The wait to pass to recv and status from here."),
+    text: z.string().describe("What to do, in a sentence or two."),
+  }),
+});
+
 export type JoinRequest = z.input<typeof JoinRequest>;
 export type SendRequest = z.input<typeof SendRequest>;
 export type AckRequest = z.input<typeof AckRequest>;
@@ -216,14 +247,11 @@ export const StatusResponse = z.object({
   peer_active: z.boolean().describe("The peer made a call (a waiting recv included) in the last 60 seconds."),
   pending_in: z.number().int().min(0).describe("Messages to you that you have not acked."),
   pending_out: z.number().int().min(0).describe("Messages you sent that the peer has not acked: unread's length."),
-  // Optional in the schema only so that a client reading a relay from before read receipts
-  // (a rolling upgrade) still parses its status; this relay always sends it.
   unread: z
     .array(MessageId)
-    .optional()
     .describe(
       "Ids of the messages you sent that the peer has not acked (read) yet, oldest first. A message is read when the peer acks it; " +
-        "an id not listed here, that you sent, has been read. Always present (absent only from relays older than read receipts).",
+        "an id not listed here, that you sent, has been read.",
     ),
   e2e: E2eFlag,
   e2e_note: E2eNote,
@@ -289,3 +317,5 @@ export type ErrorResponse = z.infer<typeof ErrorResponse>;
 export type CloseResponse = z.infer<typeof CloseResponse>;
 export type StatsResponse = z.infer<typeof StatsResponse>;
 export type SelftestResponse = z.infer<typeof SelftestResponse>;
+export type SelftestToolInput = z.output<typeof SelftestToolInput>;
+export type SelftestToolResponse = z.infer<typeof SelftestToolResponse>;

@@ -1,6 +1,7 @@
 // The endpoint table is the source of the OpenAPI document: every operation of the table is
 // in it once, with what SDK generators and linters need (operationId, security, a 4xx answer).
-import { ENDPOINTS, ERRORS, OPERATION_IDS, buildOpenApiDocument } from "../src";
+import type { z } from "zod";
+import { ENDPOINTS, ERRORS, type EndpointSpec, OPERATION_IDS, buildOpenApiDocument, peerTextField } from "../src";
 
 type Operation = { operationId: string; security: unknown[]; responses: Record<string, unknown> };
 const doc = buildOpenApiDocument("https://relay.example");
@@ -54,4 +55,25 @@ test("the self-test is public and answers JSON (longpoll) or an event stream (st
     "application/x-ndjson",
     "text/event-stream",
   ]);
+});
+
+describe("the rules each entry declares (activity, carriesText) agree with the rest of its entry", () => {
+  const specs = OPERATION_IDS.map((id) => ENDPOINTS[id] as EndpointSpec);
+
+  test.each(specs.map((spec) => [spec.operationId, spec]))("%s", (_id, spec) => {
+    // Activity moves a room's expiry: only a room call can be activity.
+    if (spec.activity) expect(spec.room).toBe(true);
+    const field = peerTextField(spec);
+    if (field !== undefined) {
+      // The text is an input field of the call, a string the peer reads...
+      const shape = spec.input?.schema.shape as Record<string, z.ZodType> | undefined;
+      expect(shape && field in shape).toBe(true);
+      expect(shape![field]!.safeParse("a text").success).toBe(true);
+      // ...taken from a seat (the own-token refusal needs one), and it can meet each text rule.
+      expect(spec.auth).toBe("bearer");
+      expect(spec.activity).toBe(true);
+      for (const code of ["bad_request", "e2e_required", "insufficient_storage"] as const)
+        expect({ code, listed: spec.errors.includes(code) }).toEqual({ code, listed: true });
+    }
+  });
 });

@@ -7,12 +7,14 @@ import type { Config } from "./config.js";
 import { ApiError, apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { RelayMetrics } from "./metrics.js";
+import { WaiterAdmission, automaticWaiterCap, cgroupMemoryLimit, openFileLimit } from "./realtime/admission.js";
 import { OpenStreams } from "./realtime/streams.js";
 import { WaitingRecvs } from "./realtime/long-polls.js";
 import { TimerWheel } from "./realtime/timer-wheel.js";
 import { CachedTally } from "./store/cached-tally.js";
 import type { RoomStore } from "./store/room-store.js";
 import { baseUrlFor } from "./http/base-url.js";
+import { clientAddresses } from "./http/client-address.js";
 import { errorHandler } from "./http/error-handler.js";
 import { downloadRoutes } from "./http/downloads.js";
 import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";
@@ -40,7 +42,7 @@ export interface AppDeps {
   rateLimitStores?: { requests: Store; rooms: Store };
   /** Set by main on SIGTERM: readiness turns false. */
   isShuttingDown?: () => boolean;
-  /** Node.js process metrics (heap, event loop, ...) in /metrics; default true. */
+  /** Node.js process metrics (heap, event loop, ...) in /metrics (metrics-listener.ts); default true. */
   processMetrics?: boolean;
   /** Where the CLI bundle and the skill to serve are; default dist/public beside the built app. */
   publicDir?: string;
@@ -51,6 +53,7 @@ export interface DuetApp extends Express {
   locals: Express["locals"] & {
     waitingRecvs: WaitingRecvs;
     streams: OpenStreams;
+    admission: WaiterAdmission;
     /** The waiting calls' timer slots. */
     timers: TimerWheel;
     metrics: RelayMetrics;
@@ -62,20 +65,36 @@ export interface DuetApp extends Express {
 /** A path's Allow header: its one method, and HEAD beside GET except on the push stream. */
 const allowFor = (path: string, method: string) => (method === "GET" && path !== "/v1/stream" ? "GET, HEAD" : method);
 
+/** MAX_WAITERS as a count (undefined: no cap); `auto` from this process's limits, logged. */
+function resolveWaiterCap(setting: Config["maxWaiters"], logger: AppDeps["logger"]): number | undefined {
+  if (setting === "off") return undefined;
+  if (setting !== "auto") return setting;
+  const { max, from } = automaticWaiterCap({ memoryBytes: cgroupMemoryLimit(), openFiles: openFileLimit() });
+  logger.info({ maxWaiters: max ?? "none", from }, "waiter cap");
+  return max;
+}
+
 export function createApp(deps: AppDeps): DuetApp {
   const { config, store, logger } = deps;
   const app = express() as DuetApp;
   // Every waiting call's timer of this app, in shared slots.
   const timers = new TimerWheel();
-  const waitingRecvs = new WaitingRecvs(store, timers);
+  // The most waiters this node holds (realtime/admission.ts): both kinds count.
+  const admission = new WaiterAdmission(
+    resolveWaiterCap(config.maxWaiters, logger),
+    () => waitingRecvs.size + streams.size,
+  );
+  app.locals.admission = admission;
+  const waitingRecvs = new WaitingRecvs(store, timers, admission);
   app.locals.waitingRecvs = waitingRecvs;
   app.locals.timers = timers;
-  const streams = new OpenStreams(store, config.wakeRecheckMs, timers);
+  const streams = new OpenStreams(store, config.wakeRecheckMs, timers, undefined, admission);
   app.locals.streams = streams;
   const cachedTally = new CachedTally(store, config.statsCacheMs);
   const metrics = new RelayMetrics({
     waitingRecvs: () => waitingRecvs.size,
     openStreams: () => streams.size,
+    admission,
     tally: () => cachedTally.read(),
     processMetrics: deps.processMetrics,
   });
@@ -86,6 +105,8 @@ export function createApp(deps: AppDeps): DuetApp {
   app.set("etag", false);
   app.set("trust proxy", config.trustProxy);
   app.set("query parser", "simple");
+  // req.ip is the bare address (no port, no brackets) that every per-address budget counts.
+  const forwardedClient = clientAddresses(app, config.trustProxy);
 
   const baseUrl = baseUrlFor(config.publicUrl);
   // Pages that print the base URL: without PUBLIC_URL it comes from the request's Host (or a
@@ -113,13 +134,18 @@ export function createApp(deps: AppDeps): DuetApp {
     metrics,
     wakeRecheckMs: config.wakeRecheckMs,
     readTally: () => cachedTally.read(),
+    mcpMaxWaitMs: config.mcpMaxWaitMs,
   });
   app.locals.operations = ops;
-  const rooms = roomRoutes({ operations: ops, baseUrl, roomLimiter, publicLimiter });
+  // The one error middleware, the chain's last (the room routes hand their operations' failures to it).
+  const handleError = errorHandler(logger, metrics);
+  const rooms = roomRoutes({ operations: ops, baseUrl, roomLimiter, publicLimiter, errorHandler: handleError });
   const userAgents = userAgentPolicy(config.userAgentPolicy);
 
   app.use(log);
   app.use(securityHeaders());
+  // A trusted X-Forwarded-For that names no address is refused before any limit counts it.
+  app.use(forwardedClient);
   // Before any route: answers a client leaves unread are counted, dropped after a while, and
   // past a budget its calls are refused (http/slow-readers.ts).
   const unread = slowReaders({ timeoutMs: config.slowReaderTimeoutMs, clientMaxBytes: config.clientUnsentBytesMax });
@@ -152,13 +178,15 @@ export function createApp(deps: AppDeps): DuetApp {
   app.get(STATS_PATH, (req, res, next) => {
     res.vary("Accept");
     if (!wantsStatsPage(req)) return next();
+    // The page prints the base URL: from the request's Host without PUBLIC_URL.
+    if (baseUrl.fromRequest) res.set("Cache-Control", "no-store");
     publicLimiter(req, res, (limited?: unknown) => {
       if (limited) return next(limited);
       ops.stats(undefined as never, { tokenHash: "", baseUrl: baseUrl(req) }).then(
         (stats) => void res.type("html").send(renderStatsHtml(baseUrl(req), stats)),
         (error: unknown) => {
           if (!(error instanceof ApiError) || error.code !== "unavailable") return next(error);
-          metrics.countError(error.code);
+          metrics.countFailure(error);
           res.status(503).set("Retry-After", String(STATS_PAGE_REFRESH_SECONDS)).type("html");
           res.send(renderStatsHtml(baseUrl(req), undefined));
         },
@@ -181,13 +209,15 @@ export function createApp(deps: AppDeps): DuetApp {
       publicUrl: config.publicUrl,
       publicLimiter,
       roomLimiter,
+      maxWaitMs: config.mcpMaxWaitMs,
     }),
   );
 
   // ---- public: any User-Agent ----------------------------------------------------------
   app.get("/healthz", (_req, res) => void res.json({ ok: true }));
   app.get("/readyz", async (_req, res) => {
-    const ready = !deps.isShuttingDown?.() && (await store.isReady());
+    // Not ready while it refuses waiters (at its cap), so a load balancer sends them elsewhere.
+    const ready = !deps.isShuttingDown?.() && admission.ready() && (await store.isReady());
     res.status(ready ? 200 : 503).json({ ready });
   });
   app.get("/v1/api", (req, res) => {
@@ -203,14 +233,6 @@ export function createApp(deps: AppDeps): DuetApp {
         roomsPerClient: config.roomsPerClient,
       }),
     );
-  });
-  // Prometheus scrapes this; the load balancer should not route it from outside.
-  app.get("/metrics", async (_req, res, next) => {
-    try {
-      res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
-    } catch (error) {
-      next(error);
-    }
   });
   app.get("/v1/openapi.json", (req, res) => {
     cachePage(res);
@@ -255,7 +277,7 @@ export function createApp(deps: AppDeps): DuetApp {
     });
   }
   app.use((_req, _res, next) => next(apiError("not_found", "No such endpoint. The API is described at GET /v1/api.")));
-  app.use(errorHandler(logger, metrics));
+  app.use(handleError);
   metrics.startRoutesAtZero(knownRoutes(app));
   return app;
 }

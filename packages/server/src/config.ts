@@ -1,107 +1,19 @@
 // Configuration: parsed once, at start-up, from the environment. Nothing else in the
 // server reads process.env. A bad value stops start-up with a message naming the variable.
+import { MAX_WAIT_MS, MCP_KEEPALIVE_MS, MCP_MAX_WAIT_MS } from "@duet/protocol";
 import { z } from "zod";
+import {
+  flag,
+  hostPortList,
+  integer,
+  maxWaiters,
+  metricsPort,
+  natMap,
+  optionalText,
+  trustProxy,
+} from "./config-fields.js";
 
-const integer = (fallback: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z
-    .string()
-    .trim()
-    .regex(/^-?[0-9]+$/, "must be a whole number")
-    .transform(Number)
-    .pipe(z.number().int().min(min).max(max))
-    .optional()
-    .transform((value) => value ?? fallback);
-
-const optionalText = z
-  .string()
-  .trim()
-  .optional()
-  .transform((value) => (value === "" ? undefined : value));
-
-/** Express "trust proxy": false, a hop count, or a list of addresses/subnets. Never plain true. */
-const trustProxy = z
-  .string()
-  .trim()
-  .optional()
-  .transform((value, ctx): false | number | string[] => {
-    if (value === undefined || value === "" || value === "false" || value === "0") return false;
-    if (/^[0-9]+$/.test(value)) return Number(value);
-    if (value === "true") {
-      ctx.addIssue({
-        code: "custom",
-        message:
-          "'true' would trust any X-Forwarded-For a client sends; give the number of proxies in front (e.g. 1) or their addresses",
-      });
-      return z.NEVER;
-    }
-    return value
-      .split(",")
-      .map((part) => part.trim())
-      .filter(Boolean);
-  });
-
-export interface HostPort {
-  host: string;
-  port: number;
-}
-
-const HOST_PORT = /^\s*([^\s:=,]+|\[[^\]]+\]):([0-9]{1,5})\s*$/;
-
-/** "host:port" (an IPv6 host in brackets), or undefined. */
-function parseHostPort(entry: string): HostPort | undefined {
-  const match = HOST_PORT.exec(entry);
-  if (!match || Number(match[2]) > 65535) return undefined;
-  return { host: match[1]!.replace(/^\[|\]$/g, ""), port: Number(match[2]) };
-}
-
-/** A comma-separated list of host:port. */
-const hostPortList = z
-  .string()
-  .trim()
-  .optional()
-  .transform((value, ctx) => {
-    if (!value) return undefined;
-    return value.split(",").map((entry) => {
-      const parsed = parseHostPort(entry);
-      if (!parsed) ctx.addIssue({ code: "custom", message: `"${entry}" is not host:port` });
-      return parsed ?? { host: "", port: 0 };
-    });
-  });
-
-/**
- * Sentinel's NAT map: "reported=reachable,…", each side host:port. Sentinel reports the
- * addresses Redis nodes announce, which a client outside their network may not reach.
- */
-const natMap = z
-  .string()
-  .trim()
-  .optional()
-  .transform((value, ctx) => {
-    if (!value) return undefined;
-    const map: Record<string, HostPort> = {};
-    for (const entry of value.split(",")) {
-      const [from, to, extra] = entry.split("=");
-      const reported = from === undefined ? undefined : parseHostPort(from);
-      const reachable = to === undefined ? undefined : parseHostPort(to);
-      if (!reported || !reachable || extra !== undefined) {
-        ctx.addIssue({ code: "custom", message: `"${entry}" is not host:port=host:port` });
-        continue;
-      }
-      map[`${reported.host}:${reported.port}`] = reachable;
-    }
-    return map;
-  });
-
-const flag = z
-  .string()
-  .trim()
-  .optional()
-  .transform((value, ctx) => {
-    if (value === undefined || value === "" || value === "false" || value === "0") return false;
-    if (value === "true" || value === "1") return true;
-    ctx.addIssue({ code: "custom", message: "must be true or false" });
-    return z.NEVER;
-  });
+export type { HostPort } from "./config-fields.js";
 
 export const ConfigSchema = z
   .object({
@@ -109,6 +21,17 @@ export const ConfigSchema = z
     HOST: optionalText
       .transform((v) => v ?? "127.0.0.1")
       .describe("Address to listen on. Containers must set `0.0.0.0` (the image does)."),
+    METRICS_PORT: metricsPort.describe(
+      "TCP port of the operator listener that serves `/metrics` (Prometheus text), apart from the public port, which answers `/metrics` 404; `0` picks a free one, `off` serves no metrics.",
+    ),
+    METRICS_HOST: optionalText
+      .transform((v) => v ?? "127.0.0.1")
+      .describe(
+        "Address the metrics listener binds. Prometheus in another container or pod needs `0.0.0.0` (the image sets it); keep that port off the load balancer.",
+      ),
+    METRICS_CACHE_MS: integer(1000, 0, 60_000).describe(
+      "A `/metrics` render is served to every scrape for this long (scrapes meanwhile share one render): at most one render per this period per node. One connection is answered at most once per this period or 1 s, whichever is shorter (a scrape that comes sooner on it waits its turn), so a scrape flood on keep-alive connections costs one answer per connection a second. `0` renders each scrape and never waits (tests).",
+    ),
     PUBLIC_URL: optionalText
       .pipe(z.url({ protocol: /^https?$/ }).optional())
       .transform((v) => v?.replace(/\/+$/, ""))
@@ -163,7 +86,7 @@ export const ConfigSchema = z
         return z.NEVER;
       })
       .describe(
-        "A state change (open, join, send, ack, close) answers success only once replicas have it (`WAIT`); else 503. `all`: every replica the master has right now, never fewer than one (a replica that left counts for 10 s more): nothing acknowledged is lost when one node fails, and after a failover changes resume as soon as the new master has a replica. A number: exactly that many replicas, whatever the master has. `0`: as soon as the master has it. docs/high-availability.md says what each promises.",
+        `A state change (a call that changes a room, docs/protocol.md §4.1) answers success only once replicas have it (\`WAIT\`); else 503. \`all\`: every replica the master has right now, never fewer than one (a replica that left counts for 10 s more): nothing acknowledged is lost when one node fails, and after a failover changes resume as soon as the new master has a replica. A number: exactly that many replicas, whatever the master has. \`0\`: as soon as the master has it. docs/high-availability.md says what each promises.`,
       ),
     REDIS_WRITE_ACK_TIMEOUT_MS: integer(500, 1, 60_000).describe(
       "How long a state change waits for its replicas (`REDIS_WRITE_ACK_REPLICAS`) before it answers 503; below `REDIS_COMMAND_TIMEOUT_MS`.",
@@ -174,7 +97,7 @@ export const ConfigSchema = z
     // 1.5 s: with the rate-limit count's own 500 ms bound, no call outlasts its wait by more
     // than about 2 s while Redis is silent.
     REDIS_COMMAND_TIMEOUT_MS: integer(1500, 50, 60_000).describe(
-      "A store call slower than this answers 503 `unavailable`, so no call outlasts its wait by more than about 2 s while Redis is silent.",
+      "A store call this slow answers 503 `unavailable` when Redis has sent nothing for as long (a connection that silent is also remade), so no call outlasts its wait by more than about 2 s while Redis is silent. While Redis keeps answering (a slow link; one Redis or Sentinel, not a Cluster), a call waits on, up to twice this.",
     ),
     ROOM_IDLE_SECONDS: integer(1800, 1, 86_400).describe(
       "Idle lifetime: a room ends this long after its last authenticated call.",
@@ -198,13 +121,10 @@ export const ConfigSchema = z
       "Window of the per-IP rate limits (shared by all nodes through Redis).",
     ),
     RATE_LIMIT_REQUESTS: integer(600, 0).describe(
-      "Room calls and stats reads per IP per window; `0` turns the limit off.",
+      "Room calls and stats reads per IP per window; `0` turns the limit off. On Redis one budget for all nodes: each node admits only with tokens it leased from it (at most 1 % of the limit at a time), so a client gets at most this many however it spreads its calls (docs/security.md).",
     ),
     RATE_LIMIT_ROOMS: integer(60, 0).describe(
       "Opens and joins per IP per window, on top of the above; `0` turns the limit off.",
-    ),
-    RATE_LIMIT_SYNC_MS: integer(100, 10, 10_000).describe(
-      "On Redis: how often each node adds the room calls it counted against `RATE_LIMIT_REQUESTS` to the counts all nodes share (one script call per interval, not a round trip per call). A client spreading calls over several nodes can get past the limit by at most what they admit in one interval; opens and joins (`RATE_LIMIT_ROOMS`) are counted exactly, one round trip each.",
     ),
     ROOMS_PER_IP: integer(50, 0).describe(
       "Rooms one client IP may hold open at once (opened and not yet closed or ended), counted like the rate limits (IPv6 per /56, through `TRUST_PROXY`): with 2 MiB of unacked text each at most, this bounds what one address pins in the store. Beyond it open answers 429 `too_many_rooms` with `Retry-After`; `0` turns the limit off.",
@@ -223,6 +143,12 @@ export const ConfigSchema = z
     WAKE_RECHECK_SECONDS: integer(150, 1, 3600).describe(
       "A waiting recv or stream re-reads its inbox this often (±20 %) even without a wake-up: a last resort, since the subscriber's heartbeat and the reconnect re-read already bound a lost wake-up. Long-polls wait at most 25 s, so at the default only streams ever re-read (0.4 times a minute).",
     ),
+    MAX_WAITERS: maxWaiters.describe(
+      "The most waiting calls (recvs and statuses with a wait, open streams) this node holds; past it a new one is answered 503 `unavailable` with Retry-After (a call whose answer is there at once is still served) and `/readyz` reports not ready until it is back to 90 %. `auto`: from the container's memory limit (less 128 MiB, 48 KiB per waiter) and the open-file limit (less 1,024), whichever is lower, none when neither is set; `off`: no cap.",
+    ),
+    MCP_MAX_WAIT_MS: integer(MCP_MAX_WAIT_MS, 1000, MAX_WAIT_MS).describe(
+      `The longest a waiting MCP tool call (recv, status) holds its answer, whatever \`wait\` it asked for; it sends a keep-alive every ${MCP_KEEPALIVE_MS / 1000} s meanwhile. A proxy that buffers answers shows the client nothing until the answer ends, so a longer hold can outlast the proxy's or the MCP client's timeout and hang the call (docs/mcp.md, "Behind a proxy"). Each empty answer costs an agent one more turn: raise it (up to ${MAX_WAIT_MS}) when every client's path is known to hold long answers. REST long-polls keep their ${MAX_WAIT_MS} ms.`,
+    ),
     STATS_CACHE_MS: integer(1000, 0, 60_000).describe(
       "`/v1/stats` and the relay-wide metrics are read from the store at most this often per node (on Redis each read is 2,048 pipelined commands).",
     ),
@@ -233,7 +159,7 @@ export const ConfigSchema = z
       "Idle keep-alive of client connections; keep it above the load balancer's upstream idle timeout.",
     ),
     HEADERS_TIMEOUT_MS: integer(20_000, 100, 600_000).describe(
-      "A connection that starts a request (or opens) and does not finish its headers within this long gets 408 `request_timeout` and is closed (slowloris); at most `KEEP_ALIVE_TIMEOUT_SECONDS` + 1 s. A request being answered (a long-poll, a stream) is never timed out.",
+      "A connection that starts a request and does not finish its headers within this long (counted from the first bytes of it the relay reads) gets 408 `request_timeout` and is closed (slowloris); at most `KEEP_ALIVE_TIMEOUT_SECONDS` + 1 s. One that opens and sends nothing gets the same after `KEEP_ALIVE_TIMEOUT_SECONDS`. A request being answered (a long-poll, a stream) is never timed out.",
     ),
     REQUEST_TIMEOUT_MS: integer(60_000, 100, 3_600_000).describe(
       "A request whose body has not all arrived this long after its headers gets 408 `request_timeout` and its connection is closed.",
@@ -314,61 +240,10 @@ export const ConfigSchema = z
     }
   });
 
+/** The server's settings, in the units the code uses: what settingsFrom makes of the schema. */
+export type Config = ReturnType<typeof settingsFrom>;
 /** How to reach Redis: exactly one of url, clusterNodes, sentinel. */
-export interface RedisConfig {
-  url?: string;
-  clusterNodes?: HostPort[];
-  sentinel?: {
-    sentinels: HostPort[];
-    name: string;
-    username?: string;
-    password?: string;
-    tls: boolean;
-    /** "reported host:port" -> reachable address. */
-    natMap?: Record<string, HostPort>;
-  };
-  /** The data nodes' credentials and TLS (cluster and Sentinel; a URL carries its own). */
-  username?: string;
-  password?: string;
-  tls: boolean;
-  keyPrefix: string;
-  commandTimeoutMs: number;
-  /** Replicas WAIT must confirm before a state change answers success (0: none; "all": every one the master has). */
-  writeAckReplicas: number | "all";
-  writeAckTimeoutMs: number;
-}
-
-/** The server's settings, in the units the code uses. */
-export interface Config {
-  port: number;
-  host: string;
-  publicUrl?: string;
-  trustProxy: false | number | string[];
-  redis?: RedisConfig;
-  roomIdleMs: number;
-  roomMaxMs: number;
-  /** How long a room's seats still learn how it ended, after it ended. */
-  roomEndingKeepMs: number;
-  userAgentPolicy: "denylist" | "off" | "strict";
-  rateLimit: { windowMs: number; requestsPerWindow: number; roomsPerWindow: number; syncMs: number };
-  /** Live rooms one client address may hold (0: no limit). */
-  roomsPerClient: number;
-  /** The in-process store's budget, in bytes. */
-  memoryStoreMaxBytes: number;
-  /** An answer not taken by its client this long after it ended is dropped with its connection. */
-  slowReaderTimeoutMs: number;
-  /** Untaken answer bytes one client may hold on this node before its calls answer 429. */
-  clientUnsentBytesMax: number;
-  wakeRecheckMs: number;
-  statsCacheMs: number;
-  shutdownDrainMs: number;
-  keepAliveTimeoutMs: number;
-  headersTimeoutMs: number;
-  requestTimeoutMs: number;
-  connectionCheckIntervalMs: number;
-  listenBacklog: number;
-  logLevel: string;
-}
+export type RedisConfig = NonNullable<Config["redis"]>;
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -385,52 +260,51 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       parsed.error.issues.map((issue) => `${issue.path.join(".") || "environment"}: ${issue.message}`),
     );
   }
-  const e = parsed.data;
+  return settingsFrom(parsed.data);
+}
+
+/**
+ * The schema's values in the units and shape the code uses. Config's type is inferred from
+ * this function and the schema: each setting is declared once (its variable, default and
+ * description in ConfigSchema) and mapped here.
+ */
+function settingsFrom(e: z.infer<typeof ConfigSchema>) {
   const onRedis = e.REDIS_URL !== undefined || e.REDIS_CLUSTER_NODES !== undefined || e.REDIS_SENTINELS !== undefined;
   return {
     port: e.PORT,
     host: e.HOST,
+    /** The operator listener serving /metrics; undefined when METRICS_PORT is off. */
+    metrics:
+      e.METRICS_PORT === false
+        ? undefined
+        : { port: e.METRICS_PORT, host: e.METRICS_HOST, cacheMs: e.METRICS_CACHE_MS },
     publicUrl: e.PUBLIC_URL,
     trustProxy: e.TRUST_PROXY,
-    redis: onRedis
-      ? {
-          url: e.REDIS_URL,
-          clusterNodes: e.REDIS_CLUSTER_NODES,
-          sentinel: e.REDIS_SENTINELS
-            ? {
-                sentinels: e.REDIS_SENTINELS,
-                name: e.REDIS_SENTINEL_NAME!,
-                username: e.REDIS_SENTINEL_USERNAME,
-                password: e.REDIS_SENTINEL_PASSWORD,
-                tls: e.REDIS_SENTINEL_TLS,
-                natMap: e.REDIS_SENTINEL_NAT_MAP,
-              }
-            : undefined,
-          username: e.REDIS_USERNAME,
-          password: e.REDIS_PASSWORD,
-          tls: e.REDIS_TLS,
-          keyPrefix: e.REDIS_KEY_PREFIX,
-          commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
-          writeAckReplicas: e.REDIS_WRITE_ACK_REPLICAS,
-          writeAckTimeoutMs: e.REDIS_WRITE_ACK_TIMEOUT_MS,
-        }
-      : undefined,
+    redis: onRedis ? redisSettingsFrom(e) : undefined,
     roomIdleMs: e.ROOM_IDLE_SECONDS * 1000,
     roomMaxMs: e.ROOM_MAX_SECONDS * 1000,
+    /** How long a room's seats still learn how it ended, after it ended. */
     roomEndingKeepMs: e.ROOM_ENDING_KEEP_SECONDS * 1000,
     userAgentPolicy: e.UA_POLICY,
     rateLimit: {
       windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000,
       requestsPerWindow: e.RATE_LIMIT_REQUESTS,
       roomsPerWindow: e.RATE_LIMIT_ROOMS,
-      syncMs: e.RATE_LIMIT_SYNC_MS,
     },
+    /** Live rooms one client address may hold (0: no limit). */
     roomsPerClient: e.ROOMS_PER_IP,
+    /** The in-process store's budget, in bytes. */
     memoryStoreMaxBytes: e.MEMORY_STORE_MAX_BYTES,
+    /** An answer not taken by its client this long after it ended is dropped with its connection. */
     slowReaderTimeoutMs: e.SLOW_READER_TIMEOUT_MS,
+    /** Untaken answer bytes one client may hold on this node before its calls answer 429. */
     clientUnsentBytesMax: e.CLIENT_UNSENT_BYTES_MAX,
     wakeRecheckMs: e.WAKE_RECHECK_SECONDS * 1000,
     statsCacheMs: e.STATS_CACHE_MS,
+    /** A count, "auto" (resolved at start, realtime/admission.ts) or "off". */
+    maxWaiters: e.MAX_WAITERS,
+    /** The longest a waiting MCP tool call holds its answer (MCP_MAX_WAIT_MS). */
+    mcpMaxWaitMs: e.MCP_MAX_WAIT_MS,
     shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_SECONDS * 1000,
     headersTimeoutMs: Math.min(e.HEADERS_TIMEOUT_MS, e.KEEP_ALIVE_TIMEOUT_SECONDS * 1000 + 1000),
@@ -438,6 +312,34 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     connectionCheckIntervalMs: e.CONNECTION_CHECK_INTERVAL_MS,
     listenBacklog: e.LISTEN_BACKLOG,
     logLevel: e.LOG_LEVEL,
+  };
+}
+
+/** How to reach Redis: exactly one of url, clusterNodes, sentinel (the schema checks it). */
+function redisSettingsFrom(e: z.infer<typeof ConfigSchema>) {
+  return {
+    url: e.REDIS_URL,
+    clusterNodes: e.REDIS_CLUSTER_NODES,
+    sentinel: e.REDIS_SENTINELS
+      ? {
+          sentinels: e.REDIS_SENTINELS,
+          name: e.REDIS_SENTINEL_NAME!,
+          username: e.REDIS_SENTINEL_USERNAME,
+          password: e.REDIS_SENTINEL_PASSWORD,
+          tls: e.REDIS_SENTINEL_TLS,
+          /** "reported host:port" -> reachable address. */
+          natMap: e.REDIS_SENTINEL_NAT_MAP,
+        }
+      : undefined,
+    /** The data nodes' credentials and TLS (cluster and Sentinel; a URL carries its own). */
+    username: e.REDIS_USERNAME,
+    password: e.REDIS_PASSWORD,
+    tls: e.REDIS_TLS,
+    keyPrefix: e.REDIS_KEY_PREFIX,
+    commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+    /** Replicas WAIT must confirm before a state change answers success (0: none; "all": every one the master has). */
+    writeAckReplicas: e.REDIS_WRITE_ACK_REPLICAS,
+    writeAckTimeoutMs: e.REDIS_WRITE_ACK_TIMEOUT_MS,
   };
 }
 

@@ -7,6 +7,11 @@ export interface WithinOptions {
   unref?: boolean;
   /** Applied to the work's rejection (the timeout's fallback is not mapped). */
   mapError?: (error: unknown) => unknown;
+  /**
+   * Asked when the time is up, with the time waited so far: a further wait (ms > 0) instead
+   * of the fallback now. A store call on a slow link that is still answering waits on.
+   */
+  extend?: (waitedMs: number) => number;
 }
 
 /**
@@ -28,20 +33,36 @@ export function within<T, F = T>(
     } catch (error) {
       return fail(error);
     }
-    const timer = setTimeout(() => {
+    const started = options.extend ? performance.now() : 0;
+    let settled = false;
+    const decide = () => {
+      if (settled) return;
+      const more = options.extend?.(performance.now() - started) ?? 0;
+      if (more > 0) return arm(more);
+      settled = true;
       try {
         resolve(fallback());
       } catch (error) {
         reject(error);
       }
-    }, ms);
-    if (options.unref) timer.unref();
+    };
+    // Timers run before the event loop reads its sockets: after the loop was held past the
+    // deadline, an answer may be waiting unread. setImmediate runs after that read.
+    const expire = () => setImmediate(decide);
+    let timer: NodeJS.Timeout;
+    const arm = (after: number) => {
+      timer = setTimeout(expire, after);
+      if (options.unref) timer.unref();
+    };
+    arm(ms);
     running.then(
       (value) => {
+        settled = true;
         clearTimeout(timer);
         resolve(value);
       },
       (error: unknown) => {
+        settled = true;
         clearTimeout(timer);
         fail(error);
       },

@@ -8,6 +8,8 @@ export class ApiError extends Error {
   retryAfterSeconds?: number;
   /** How the room ended: only on a 404 answered to one of the room's seats. */
   ended?: RoomEnding;
+  /** A 503 because Redis is full (an OOM reply under `noeviction`), not unreachable. */
+  storeFull?: true;
 
   constructor(
     readonly code: ErrorCode,

@@ -38,7 +38,15 @@ async function main(): Promise<void> {
       );
     });
   }
-  logger.info({ url: relay.url, store: relay.store.kind }, "listening");
+  // Redis holds data in a storage format this release does not know (docs/redis.md §6). A
+  // check cut short by a shutdown (its connection closed) is no such refusal.
+  relay.storageFormat.catch((error: unknown) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`duet: failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+    relay.shutdown().finally(() => process.exit(1));
+  });
+  logger.info({ url: relay.url, metricsUrl: relay.metricsUrl, store: relay.store.kind }, "listening");
   // Whoever started us (a supervisor, a test) learns the URL now, not at the next 4 KiB;
   // after that, buffered lines reach stdout within a second.
   logger.flush();

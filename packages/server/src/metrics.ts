@@ -8,7 +8,9 @@
 // rate()/increase() would never show that first event.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { ERROR_CODES, type ErrorCode } from "@duet/protocol";
+import type { ApiError } from "./errors.js";
 import type { StoreTally } from "./store/room-store.js";
+import type { WaiterAdmission } from "./realtime/admission.js";
 
 /** A route the app serves: its pattern, method and the statuses it can answer. */
 export interface KnownRoute {
@@ -49,6 +51,12 @@ export class RelayMetrics {
     name: "duet_errors_total",
     help: "Error answers by error code (mailbox_full, rate_limited, unavailable, ...).",
     labelNames: ["code"] as const,
+    registers: [this.registry],
+  });
+
+  readonly storeFull = new Counter({
+    name: "duet_store_full_total",
+    help: "503 unavailable answers because Redis is full (an OOM reply under noeviction), not unreachable.",
     registers: [this.registry],
   });
 
@@ -95,6 +103,8 @@ export class RelayMetrics {
   constructor(options: {
     waitingRecvs: () => number;
     openStreams?: () => number;
+    /** The node's waiter cap (realtime/admission.ts). */
+    admission?: WaiterAdmission;
     tally: () => Promise<StoreTally>;
     processMetrics?: boolean;
   }) {
@@ -112,6 +122,24 @@ export class RelayMetrics {
       registers: [this.registry],
       collect() {
         this.set(options.openStreams?.() ?? 0);
+      },
+    });
+    const admission = options.admission;
+    new Gauge({
+      name: "duet_waiters_max",
+      help: "The most waiting calls (recvs, statuses, streams) this node holds (MAX_WAITERS); -1: no cap.",
+      registers: [this.registry],
+      collect() {
+        this.set(admission?.max ?? -1);
+      },
+    });
+    new Counter({
+      name: "duet_waiters_refused_total",
+      help: "Waiting calls refused 503 because this node held duet_waiters_max of them.",
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(admission?.refused ?? 0);
       },
     });
     // Whole-relay figures from the store (the same on every node; sum nothing across nodes).
@@ -157,5 +185,11 @@ export class RelayMetrics {
 
   countError(code: ErrorCode): void {
     this.refusals.inc({ code });
+  }
+
+  /** An error answer: its code, and a full store apart from an unreachable one. */
+  countFailure(failure: ApiError): void {
+    this.countError(failure.code);
+    if (failure.storeFull) this.storeFull.inc();
   }
 }

@@ -4,16 +4,18 @@ import { createServer, type Server } from "node:http";
 import type { Socket } from "node:net";
 import type { Store } from "express-rate-limit";
 import { createApp } from "./app.js";
+import { createMetricsServer } from "./metrics-listener.js";
 import { within } from "./deadline.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./logger.js";
 import { RedisWakeupBus } from "./realtime/redis-wakeups.js";
 import { FailOpenRedisRateLimitStore } from "./http/rate-limit.js";
-import { SyncedRedisRateLimitStore } from "./http/synced-rate-limit.js";
+import { LeasedRedisRateLimitStore } from "./http/leased-rate-limit.js";
 import { serverOptionsFor } from "./http/request-classes.js";
 import { deferConnectionChecks, type ConnectionChecks } from "./http/connection-checks.js";
 import { MemoryRoomStore } from "./store/memory/memory-store.js";
 import { createRedisConnections, type RedisClient } from "./store/redis/connection.js";
+import { ensureStorageFormat } from "./store/redis/format-version.js";
 import { RedisKeys } from "./store/redis/keys.js";
 import { RedisRoomStore } from "./store/redis/redis-store.js";
 import type { RoomStore } from "./store/room-store.js";
@@ -21,11 +23,15 @@ import type { RoomStore } from "./store/room-store.js";
 export interface RunningRelay {
   server: Server;
   url: string;
+  /** The operator listener's base URL (GET `${metricsUrl}/metrics`); undefined with METRICS_PORT=off. */
+  metricsUrl?: string;
   store: RoomStore;
   /** The slow-client timeouts the relay enforces (Node's own sweep is off). */
   connectionChecks: ConnectionChecks;
   /** Graceful stop: readiness off, answer waiting recvs, finish in-flight requests, close. */
   shutdown(): Promise<void>;
+  /** Settles once the store's format is checked: rejects with StorageFormatError on one this code does not know. */
+  storageFormat: Promise<void>;
 }
 
 export interface StoreWiring {
@@ -33,6 +39,13 @@ export interface StoreWiring {
   rateLimitStores?: { requests: Store; rooms: Store };
   /** The Redis connections, by role, for logging and metrics. */
   connections: [name: string, connection: RedisClient][];
+  /**
+   * On Redis: settles once the storage format is checked (docs/redis.md §6), as soon as Redis
+   * answers; rejects with StorageFormatError on a format this code does not know. Until it
+   * settles, every store call answers 503 and the node is not ready; listening does not wait
+   * for it (a node started while Redis is down is alive, as in any outage).
+   */
+  storageFormat?: Promise<void>;
 }
 
 /** Builds the store the configuration asks for: Redis when configured, else in-process. */
@@ -41,7 +54,9 @@ export function createStore(config: Config): StoreWiring {
   const budget = { roomsPerOwner: config.roomsPerClient, maxBytes: config.memoryStoreMaxBytes };
   if (!config.redis) return { store: new MemoryRoomStore(lifetimes, Date.now, budget), connections: [] };
   const keys = new RedisKeys(config.redis.keyPrefix);
-  const { commands: client, subscriber, acked, stop } = createRedisConnections(config.redis);
+  const { commands: client, subscriber, acked, replies, stop } = createRedisConnections(config.redis);
+  const storageFormat = ensureStorageFormat(client, config.redis.keyPrefix);
+  storageFormat.catch(() => undefined); // the caller's to handle (main.ts)
   const store = new RedisRoomStore({
     client,
     subscriber,
@@ -49,6 +64,8 @@ export function createStore(config: Config): StoreWiring {
     keyPrefix: config.redis.keyPrefix,
     lifetimes,
     operationTimeoutMs: config.redis.commandTimeoutMs,
+    replies,
+    formatChecked: storageFormat,
     writeAck: acked
       ? {
           client: acked,
@@ -67,16 +84,17 @@ export function createStore(config: Config): StoreWiring {
       ["subscriber", subscriber],
       ...(acked ? [["acked-writes", acked] as [string, RedisClient]] : []),
     ],
+    storageFormat,
     rateLimitStores: {
-      // Counted on the node, synced in batches: no round trip per call (synced-rate-limit.ts).
-      requests: new SyncedRedisRateLimitStore(client, keys, "requests", config.rateLimit.syncMs),
+      // Leased from one shared budget: no round trip per call, one limit across nodes (leased-rate-limit.ts).
+      requests: new LeasedRedisRateLimitStore(client, keys, "requests"),
       rooms: new FailOpenRedisRateLimitStore(client, keys.rateLimit("rooms")),
     },
   };
 }
 
 export async function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
-  const { store, rateLimitStores, connections } = createStore(config);
+  const { store, rateLimitStores, connections, storageFormat = Promise.resolve() } = createStore(config);
   let shuttingDown = false;
   const app = createApp({ config, store, logger, rateLimitStores, isShuttingDown: () => shuttingDown });
   const { metrics } = app.locals;
@@ -101,6 +119,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   const connectionChecks = deferConnectionChecks(server, {
     headersTimeoutMs: config.headersTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
+    idleTimeoutMs: config.keepAliveTimeoutMs,
     intervalMs: config.connectionCheckIntervalMs,
     // Answered outside Express: counted here, so the first one shows on the dashboard too.
     onTimeout: () => metrics.countError("request_timeout"),
@@ -110,17 +129,37 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   // closeIdleConnections leaves them open (no request has ended on them), and they would
   // hold the drain for SHUTDOWN_DRAIN_SECONDS.
   const sockets = new Set<Socket>();
+  // One listener for every socket, the socket being `this` (no closure and once-wrapper per
+  // connection); 'close' comes once.
+  function forget(this: Socket): void {
+    sockets.delete(this);
+  }
   server.on("connection", (socket: Socket) => {
     sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    socket.on("close", forget);
   });
   await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
   // Above the load balancer's idle timeout, so the balancer closes idle connections first.
   server.keepAliveTimeout = config.keepAliveTimeoutMs;
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : config.port;
-  const host = config.host.includes(":") ? `[${config.host}]` : config.host;
-  const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}`;
+  const url = urlOf(server, config.host);
+  // /metrics on its own listener, never on the public port (metrics-listener.ts).
+  let metricsServer: Server | undefined;
+  if (config.metrics) {
+    const { port, host, cacheMs } = config.metrics;
+    metricsServer = createMetricsServer(metrics.registry, cacheMs);
+    const listening = new Promise<void>((resolve, reject) =>
+      metricsServer!.once("listening", resolve).once("error", reject),
+    );
+    metricsServer.listen(port, host);
+    try {
+      await listening;
+    } catch (error) {
+      server.close();
+      await store.close();
+      throw error;
+    }
+  }
+  const metricsUrl = metricsServer && urlOf(metricsServer, config.metrics!.host);
 
   const shutdown = async () => {
     if (shuttingDown) return;
@@ -143,11 +182,25 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     );
     clearTimeout(spares);
     if (!drained) server.closeAllConnections();
-    // The last hits counted on this node go to the shared counts before Redis is closed.
+    // The tokens this node holds go back to the shared budget before Redis is closed.
     const requests = rateLimitStores?.requests;
-    if (requests instanceof SyncedRedisRateLimitStore) await requests.close();
+    if (requests instanceof LeasedRedisRateLimitStore) await requests.close();
     await store.close();
+    // Scraped until the end: the drain is what an operator watches.
+    if (metricsServer) {
+      const stopped = new Promise<void>((resolve) => metricsServer!.close(() => resolve()));
+      metricsServer.closeAllConnections();
+      await stopped;
+    }
     logger.info({ drained }, "stopped");
   };
-  return { server, url, store, connectionChecks, shutdown };
+  return { server, url, metricsUrl, store, connectionChecks, shutdown, storageFormat };
+}
+
+/** http://host:port of a listening server; a wildcard address is reached on loopback. */
+function urlOf(server: Server, configuredHost: string): string {
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  const host = configuredHost.includes(":") ? `[${configuredHost}]` : configuredHost;
+  return `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}`;
 }

@@ -7,4 +7,6 @@ export * from "./redis-cluster.js";
 export * from "./redis-sentinel.js";
 export * from "./which.js";
 export * from "./netns.js";
-export * from "./netns-redis.js";
+export { askAt, infoAt, type NetRedis } from "./netns-redis-server.js";
+export * from "./netns-sentinel.js";
+export * from "./netns-cluster.js";

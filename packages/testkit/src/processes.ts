@@ -10,8 +10,8 @@ export interface RelayProcessOptions {
   /** The relay's entry point: packages/server/dist/main.js, what `pnpm start` runs. */
   main: string;
   /**
-   * The relay's whole environment (nothing else is inherited). PORT is always 0; HOST is
-   * 127.0.0.1 unless given; LOG_LEVEL must let the info-level "listening" line through.
+   * The relay's whole environment (nothing else is inherited). PORT is always 0, and
+   * METRICS_PORT too unless it is `off`; HOST is 127.0.0.1 unless given; LOG_LEVEL must let the info-level "listening" line through.
    */
   env: Record<string, string | undefined>;
   /** Working directory of the process (default: this one's). */
@@ -22,8 +22,7 @@ export interface RelayProcessOptions {
   keepOutput?: boolean;
   /**
    * How long it may take to report its port (default 60 s): a guard against a relay that never
-   * starts, not a measure. On CI's loaded two cores, at nice 10, loading the built relay took
-   * over 20 s.
+   * starts, not a measure.
    */
   timeoutMs?: number;
 }
@@ -32,6 +31,8 @@ export interface RelayProcess {
   /** http://127.0.0.1:<port>, as the relay reported it. */
   url: string;
   port: number;
+  /** http://127.0.0.1:<port> of its metrics listener (GET /metrics), as it reported it; undefined when off. */
+  metricsUrl?: string;
   child: ChildProcess;
   /** Everything the relay wrote to stdout and stderr so far (empty with keepOutput: false). */
   logs(): string;
@@ -48,7 +49,12 @@ export async function spawnRelay(options: RelayProcessOptions): Promise<RelayPro
   const keep = options.keepOutput ?? true;
   const timeoutMs = options.timeoutMs ?? 60_000;
   const child = spawn(process.execPath, [options.main], {
-    env: { HOST: "127.0.0.1", ...options.env, PORT: "0" },
+    env: {
+      HOST: "127.0.0.1",
+      ...options.env,
+      PORT: "0",
+      METRICS_PORT: options.env.METRICS_PORT === "off" ? "off" : "0",
+    },
     cwd: options.cwd,
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -62,7 +68,7 @@ export async function spawnRelay(options: RelayProcessOptions): Promise<RelayPro
     options.onOutput?.(chunk);
   };
   child.stderr!.on("data", record);
-  const url = await new Promise<string>((resolve, reject) => {
+  const { url, metricsUrl } = await new Promise<{ url: string; metricsUrl?: string }>((resolve, reject) => {
     let pending = "";
     const fail = (why: string) => {
       clearTimeout(timer);
@@ -84,7 +90,7 @@ export async function spawnRelay(options: RelayProcessOptions): Promise<RelayPro
         starting = false;
         clearTimeout(timer);
         child.off("exit", onExit);
-        resolve(entry.url);
+        resolve({ url: entry.url, metricsUrl: typeof entry.metricsUrl === "string" ? entry.metricsUrl : undefined });
         return;
       }
     });
@@ -92,13 +98,14 @@ export async function spawnRelay(options: RelayProcessOptions): Promise<RelayPro
   return {
     url,
     port: Number(new URL(url).port),
+    metricsUrl,
     child,
     logs: () => output,
     stop: (graceMs = 10_000) => stopProcess(child, graceMs),
   };
 }
 
-function parseJson(line: string): { msg?: unknown; url?: unknown } | undefined {
+function parseJson(line: string): { msg?: unknown; url?: unknown; metricsUrl?: unknown } | undefined {
   try {
     return JSON.parse(line);
   } catch {

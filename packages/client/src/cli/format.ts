@@ -43,8 +43,8 @@ export function formatStatus(code: string, status: Status): string {
     `peer active: ${status.peer_active ? "yes" : "no"}`,
     `pending in:  ${status.pending_in}`,
     `pending out: ${status.pending_out}`,
-    // The ids of this seat's messages the peer has not read (acked) yet; a relay without receipts does not say.
-    ...(status.unread ? [`unread:      ${status.unread.length > 0 ? status.unread.join(" ") : "none"}`] : []),
+    // The ids of this seat's messages the peer has not read (acked) yet.
+    `unread:      ${status.unread.length > 0 ? status.unread.join(" ") : "none"}`,
     ...(status.e2e ? ["encrypted:   end-to-end (the relay sees only ciphertext)"] : []),
     `ends in:     ${status.expires_in} s`,
   ].join("\n");

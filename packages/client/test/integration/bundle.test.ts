@@ -8,12 +8,14 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { get } from "node:http";
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { ROOT, startRelay, type RelayProcess } from "../support/processes";
 
 const run = promisify(execFile);
 
-// Each step starts a Node process: seconds when test runs share two cores (one CI run under
-// a load average of 20 took the conversation past 30 s). The timeout only guards a hang.
+// Each step starts a Node process, and the test waits for each to finish: the timeout only
+// guards a hang, it measures nothing.
 jest.setTimeout(180_000);
 
 describe("the CLI bundle served by the relay", () => {
@@ -68,6 +70,34 @@ describe("the CLI bundle served by the relay", () => {
     const builtins = new Set([...builtinModules, ...builtinModules.map((name) => `node:${name}`)]);
     expect([...required].filter((name) => !builtins.has(name))).toEqual([]);
     expect(reply.headers.get("etag")).toMatch(/^"[\w-]+"$/);
+  });
+
+  it("is minified to at most 400 KB, and served gzip (at most 150 KB) or br when Accept-Encoding asks", async () => {
+    /** The bytes on the wire, as sent (fetch would decompress them). */
+    const raw = (acceptEncoding?: string) =>
+      new Promise<{ body: Buffer; headers: import("node:http").IncomingHttpHeaders }>((resolve, reject) => {
+        const headers: Record<string, string> = { "user-agent": "curl/8.5.0" };
+        if (acceptEncoding !== undefined) headers["accept-encoding"] = acceptEncoding;
+        get(`${relay.url}/v1/cli/duet.cjs`, { headers }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (chunk: Buffer) => chunks.push(chunk));
+          res.on("end", () => resolve({ body: Buffer.concat(chunks), headers: res.headers }));
+        }).on("error", reject);
+      });
+    const plain = await raw();
+    expect(plain.headers["content-encoding"]).toBeUndefined();
+    expect(plain.headers.vary).toMatch(/Accept-Encoding/i);
+    expect(plain.body.length).toBeLessThanOrEqual(400 * 1024);
+    const gzipped = await raw("gzip, deflate");
+    expect(gzipped.headers["content-encoding"]).toBe("gzip");
+    expect(gzipped.body.length).toBeLessThanOrEqual(150 * 1024);
+    expect(gunzipSync(gzipped.body).equals(plain.body)).toBe(true);
+    const brotli = await raw("gzip;q=0.5, br");
+    expect(brotli.headers["content-encoding"]).toBe("br");
+    expect(brotliDecompressSync(brotli.body).equals(plain.body)).toBe(true);
+    // Each encoding its own ETag; one the client does not offer is never sent.
+    expect(new Set([plain, gzipped, brotli].map((reply) => reply.headers.etag)).size).toBe(3);
+    expect((await raw("zstd, identity")).headers["content-encoding"]).toBeUndefined();
   });
 
   it("serves the skill, the same text as packages/client/SKILL.md", async () => {

@@ -187,6 +187,31 @@ describe("duet CLI, two agents through the real relay", () => {
     expect(closed.stdout).not.toMatch(/duet join/);
   });
 
+  it("watch --json ends with the room's ending as its last line, and exit 0", async () => {
+    const alice = agent("alice-json-end");
+    const bob = agent("bob-json-end");
+    const { stdout } = await alice.run(["open"]);
+    expect((await bob.run(["join", stdout])).code).toBe(0);
+    alice.rememberTokens();
+    bob.rememberTokens();
+    const watching = bob.start(["--json", "watch", "--wait", "10000"]);
+    expect((await alice.run(["send", "ping"])).code).toBe(0);
+    const [printed] = await watching.lines(1);
+    expect(JSON.parse(printed!)).toMatchObject({ from: "a", text: "ping" });
+    // Once watch acked it, a plain close ends the room with every message read.
+    expect((await alice.run(["wait", "--read", "last", "--timeout", "30000"])).code).toBe(0);
+    expect((await alice.run(["close"])).code).toBe(0);
+    const ended = await watching.done;
+    expect(ended.code).toBe(0);
+    expect(ended.stderr).toBe("");
+    const lines = ended.stdout.trimEnd().split("\n");
+    expect(lines).toHaveLength(2);
+    const end = JSON.parse(lines[1]!);
+    expect(end).toEqual({ event: "end", reason: "closed", by: "a", at: expect.any(String) });
+    expect(Number.isNaN(Date.parse(end.at))).toBe(false);
+    expect(readState(bob.stateDir).rooms).toEqual({});
+  });
+
   it("recv and status on a room the peer force-closed say what was abandoned", async () => {
     const alice = agent("alice-force");
     const bob = agent("bob-force");

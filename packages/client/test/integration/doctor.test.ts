@@ -89,7 +89,7 @@ describe("duet doctor", () => {
     }
   });
 
-  it("a relay without the self-test is named as such (exit 4), not diagnosed", async () => {
+  it("an address without the self-test (not a duet relay) is named as such (exit 4), not diagnosed", async () => {
     const old = createServer((_req, res) => {
       res.writeHead(404, { "content-type": "application/json" });
       res.end('{"error":"not_found","message":"No such endpoint. The API is described at GET /v1/api."}');

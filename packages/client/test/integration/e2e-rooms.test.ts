@@ -138,7 +138,7 @@ describe("end-to-end encrypted rooms, CLI to CLI through a relay on Redis", () =
     const seen = [
       redisDump(),
       relay.logs(),
-      (await http("GET", "/metrics")).text,
+      await (await fetch(`${relay.metricsUrl}/metrics`)).text(),
       (await http("GET", "/v1/stats")).text,
     ];
     const aliceInbox = await pending(code, alice.seat(code).token);

@@ -1,7 +1,7 @@
 // The CLI's read-receipt flows against a stand-in relay that speaks the receipts wire of
-// RECEIPTS-API.md (status `unread`, status waits with until_read, the stream's `read`
-// event), so they are checked without the relay's side of receipts. read-receipts.test.ts
-// runs the same flows against the real relay.
+// docs/protocol.md §6.6 (status `unread`, status waits with until_read, the stream's `read`
+// event), so each answer the CLI gets is scripted. read-receipts.test.ts runs the same flows
+// against the real relay.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { StateStore } from "../../src/cli/state";
@@ -141,7 +141,8 @@ describe("the CLI's receipts on the wire", () => {
   });
 
   it("not read in time: exit 9, the id on stdout, the advice not to send again", async () => {
-    const late = await duet(["--json", "send", "--wait-read", "--timeout", "1500", "unread one"]);
+    // 5 s: long enough for the send itself on a busy machine (the timeout counts it too); the peer never reads.
+    const late = await duet(["--json", "send", "--wait-read", "--timeout", "5000", "unread one"]);
     expect(late.code).toBe(9);
     expect(JSON.parse(late.stdout)).toEqual({ code: CODE, id: "2", read: false });
     expect(JSON.parse(late.stderr)).toMatchObject({ error: "timeout", exit_code: 9 });

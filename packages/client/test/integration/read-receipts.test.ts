@@ -1,8 +1,8 @@
 // Read receipts through the CLI against the real relay: `duet status` lists this seat's
 // unread ids, `duet watch` prints the receipts its stream carries, `duet send --wait-read`
 // and `duet wait --read <id|last>` return once the peer has acked, and exit 9 when the time
-// runs out first. Needs the relay's side of read receipts (RECEIPTS-API.md: status
-// `unread`, status waits with until_read, the stream's `read` event).
+// runs out first (docs/protocol.md §6.6: status `unread`, status waits with until_read, the
+// stream's `read` event).
 import { runCli, startCli, startRelay, temporaryDir, type RelayProcess } from "../support/processes";
 
 jest.setTimeout(180_000);
@@ -25,7 +25,7 @@ describe("read receipts in the CLI", () => {
   /** Resolves once the relay counts exactly `count` open streams (its duet_streams_open gauge). */
   const streamsOpen = async (count: number) => {
     for (;;) {
-      const metrics = await (await fetch(`${relay.url}/metrics`)).text();
+      const metrics = await (await fetch(`${relay.metricsUrl}/metrics`)).text();
       const open = Number(/^duet_streams_open (\d+)/m.exec(metrics)?.[1] ?? 0);
       if (open === count) return;
       await new Promise((r) => setTimeout(r, 100));

@@ -24,6 +24,7 @@ export function startRelay(env: Record<string, string> = {}): Promise<RelayProce
       ROOMS_PER_IP: "0",
       RATE_LIMIT_REQUESTS: "100000",
       STATS_CACHE_MS: "0",
+      METRICS_CACHE_MS: "0",
       ...env,
     },
   });

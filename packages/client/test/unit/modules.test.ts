@@ -1,7 +1,8 @@
 // The modules behind DuetClient, each on its own: the transport's answer-to-error mapping,
 // the retry engine's rules, sleep's cancellation, the event stream's first-byte deadline and
 // the size check before sealing.
-import { DuetAbortError, DuetError, DuetNetworkError, E2eSession, newRoomKey } from "../../src";
+import { ENDPOINTS, type EndpointSpec, OPERATION_IDS } from "@duet/protocol";
+import { DuetAbortError, DuetClient, DuetError, DuetNetworkError, E2eSession, newRoomKey } from "../../src";
 import { textToSend } from "../../src/encrypted-room";
 import { type RetryPolicy, retrying } from "../../src/retry";
 import { eventStream } from "../../src/stream";
@@ -143,4 +144,35 @@ describe("textToSend", () => {
     expect(session.state.sentSeq).toBe(1);
     expect(textToSend(undefined, "plain")).toBe("plain");
   });
+});
+
+test("call reaches every operation of the endpoint table: its method, its path, its input where the table puts it, the token", async () => {
+  const sent: { method: string; path: string; query: string; body: unknown; auth: string | null }[] = [];
+  const client = new DuetClient({
+    baseUrl: "http://relay.test",
+    fetch: (async (url: string, init: RequestInit) => {
+      const { pathname, search } = new URL(url);
+      const body = init.body === undefined ? undefined : JSON.parse(init.body as string);
+      sent.push({
+        method: init.method!,
+        path: pathname,
+        query: search,
+        body,
+        auth: new Headers(init.headers).get("authorization"),
+      });
+      return new Response(JSON.stringify({ error: "bad_request", message: "seen" }), { status: 400 });
+    }) as typeof fetch,
+  });
+  for (const id of OPERATION_IDS) {
+    const spec = ENDPOINTS[id] as EndpointSpec;
+    const input = spec.input ? { code: "k7dq-3mxa-9z2f" } : undefined;
+    await expect(client.call(id, input as never, { token: "tok" })).rejects.toMatchObject({ code: "bad_request" });
+    expect(sent.pop()).toEqual({
+      method: spec.method,
+      path: spec.path,
+      query: spec.input?.in === "query" ? "?code=k7dq-3mxa-9z2f" : "",
+      body: spec.input?.in === "body" ? input : undefined,
+      auth: "Bearer tok",
+    });
+  }
 });

@@ -7,6 +7,7 @@ interface Call {
   method: string;
   headers: Record<string, string>;
   body: Record<string, unknown> | undefined;
+  signal?: AbortSignal | null;
   at: number;
 }
 
@@ -22,6 +23,7 @@ const statusBody = (pending_in: number, pending_out: number) => ({
   peer_active: true,
   pending_in,
   pending_out,
+  unread: Array.from({ length: pending_out }, (_, i) => String(i + 1)),
 });
 
 /** A fetch that answers from a script, one function per expected call, and records the calls. */
@@ -36,6 +38,7 @@ function scriptedFetch(script: Array<(call: Call) => Response | Promise<Response
         Object.entries((init?.headers ?? {}) as Record<string, string>).map(([k, v]) => [k.toLowerCase(), v]),
       ),
       body: init?.body ? JSON.parse(String(init.body)) : undefined,
+      signal: init?.signal,
       at: Date.now() - started,
     };
     calls.push(call);
@@ -111,6 +114,20 @@ describe("send retries", () => {
       "/v1/send",
     ]);
     expect(calls[4]!.body).toEqual(calls[0]!.body);
+  });
+
+  it("on a full mailbox, gives up with mailbox_full even when the budget runs out while it looks at the mailbox", async () => {
+    // The status call that checks for space answers only after the send's whole budget.
+    const { fetchImpl } = scriptedFetch([
+      () => refusal(429, "mailbox_full", { "retry-after": "1" }),
+      (call) =>
+        new Promise<Response>((_resolve, reject) =>
+          call.signal?.addEventListener("abort", () => reject(call.signal!.reason), { once: true }),
+        ),
+    ]);
+    const client = new DuetClient({ fetch: fetchImpl });
+    const error = await client.send(seat, "x", { timeoutMs: 300 }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "mailbox_full", status: 429 });
   });
 
   it("gives up with the last refusal when the time budget cannot cover Retry-After", async () => {

@@ -11,7 +11,8 @@ const SERVER_MAIN = join(ROOT, "packages/server/dist/main.js");
 export interface Topology {
   url: string;
   redis: string;
-  replicas: { name: string; port: number; address: string; pid: number }[];
+  /** address: the public port; metricsAddress: the metrics listener (GET /metrics). */
+  replicas: { name: string; port: number; address: string; metricsAddress: string; pid: number }[];
   nginx: { pid: number; accessLog: string; errorLog: string };
   dir: string;
   pid: number;

@@ -2,6 +2,12 @@
 // set, else the request's own scheme and Host. A Host that is not a well-formed host[:port]
 // is refused (400) rather than printed: it would land in the join address, the share block
 // and the paste-ready shell lines of the pages.
+//
+// X-Forwarded-Host and X-Forwarded-Proto count only from a proxy TRUST_PROXY trusts (the
+// connection's peer), and then only their rightmost value: the one that proxy appended.
+// Express's req.host and req.protocol take the leftmost, which the client wrote
+// (`X-Forwarded-Host: evil.example, relay.example` would print evil.example). An answer
+// built from these headers says no shared cache may keep it (fromRequest below).
 import type { Request } from "express";
 import { apiError } from "../errors.js";
 
@@ -16,12 +22,32 @@ export function isWellFormedHost(host: string): boolean {
   return match !== null && (match[1] === undefined || Number(match[1]) <= 65535);
 }
 
-/** The base URL builder: PUBLIC_URL, or the request's scheme and Host once checked. */
-export function baseUrlFor(publicUrl: string | undefined): (req: Request) => string {
-  if (publicUrl !== undefined) return () => publicUrl;
-  return (req) => {
-    const host = req.host ?? "";
-    const scheme = req.protocol;
+/** The last of a header's comma-separated values (the one the nearest proxy appended), trimmed. */
+function rightmost(value: string | string[] | undefined): string | undefined {
+  const joined = Array.isArray(value) ? value.join(",") : value;
+  if (joined === undefined) return undefined;
+  const last = joined.slice(joined.lastIndexOf(",") + 1).trim();
+  return last === "" ? undefined : last;
+}
+
+/** The scheme and host a request was addressed to, forwarded ones only from a trusted proxy. */
+export function requestOrigin(req: Request): { scheme: string; host: string } {
+  const trust = req.app.get("trust proxy fn") as (address: string | undefined, hop: number) => boolean;
+  const trusted = trust(req.socket.remoteAddress, 0);
+  const own = "encrypted" in req.socket && req.socket.encrypted ? "https" : "http";
+  const forwardedHost = trusted ? rightmost(req.headers["x-forwarded-host"]) : undefined;
+  const forwardedProto = trusted ? rightmost(req.headers["x-forwarded-proto"])?.toLowerCase() : undefined;
+  return { scheme: forwardedProto ?? own, host: forwardedHost ?? req.headers.host ?? "" };
+}
+
+/**
+ * The base URL builder: PUBLIC_URL, or the request's scheme and Host once checked.
+ * `fromRequest` says which: an answer that prints it must then be `private` or `no-store`.
+ */
+export function baseUrlFor(publicUrl: string | undefined): ((req: Request) => string) & { fromRequest: boolean } {
+  if (publicUrl !== undefined) return Object.assign(() => publicUrl, { fromRequest: false });
+  const fromRequest = (req: Request) => {
+    const { scheme, host } = requestOrigin(req);
     if ((scheme !== "http" && scheme !== "https") || !isWellFormedHost(host)) {
       throw apiError(
         "bad_request",
@@ -30,4 +56,5 @@ export function baseUrlFor(publicUrl: string | undefined): (req: Request) => str
     }
     return `${scheme}://${host}`;
   };
+  return Object.assign(fromRequest, { fromRequest: true });
 }

@@ -22,7 +22,7 @@ export function errorHandler(logger: Logger, metrics: RelayMetrics): ErrorReques
       logger.error({ err: error, method: req.method, route: req.route?.path }, "internal error");
       failure = apiError("internal");
     }
-    metrics.countError(failure.code);
+    metrics.countFailure(failure);
     if (res.headersSent) return void res.destroy();
     // Every 429 and 503 says when to come back (docs/protocol.md §12).
     const retryAfter = failure.retryAfterSeconds ?? (failure.status === 429 || failure.status === 503 ? 1 : undefined);

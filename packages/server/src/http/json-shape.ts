@@ -22,6 +22,7 @@
 import { isUtf8 } from "node:buffer";
 import * as limits from "@duet/protocol";
 import { type ApiError, apiError } from "../errors.js";
+import { echoName } from "./validate.js";
 
 // Read once: the package's re-exports are getters, too slow for a loop over every byte.
 const { MAX_BODY_DEPTH, MAX_BODY_ITEMS, MAX_TEXT_BYTES, MAX_BODY_STRUCTURE_BYTES: MAX_SKELETON_BYTES } = limits;
@@ -132,7 +133,18 @@ export class JsonBodyParser {
     } catch {
       return apiError("bad_request", NOT_JSON);
     }
-    return { value: this.restore(parsed) };
+    const path: (string | number)[] = [];
+    try {
+      return { value: this.restore(parsed, path) };
+    } catch (error) {
+      if (!(error instanceof DuplicateField)) throw error;
+      // Named as validate.ts names fields: a few printable characters of each part.
+      const where = path.length ? ` (in ${path.map((part) => echoName(String(part))).join(".")})` : "";
+      return apiError(
+        "bad_request",
+        `The body names the field ${echoName(error.name)} twice${where}: send each field once.`,
+      );
+    }
   }
 
   /** Copies chunk[from, to) (no string, no whitespace in it) to the skeleton. */
@@ -229,24 +241,44 @@ export class JsonBodyParser {
     return next;
   }
 
-  /** The parsed skeleton with its strings put back (keys included), as JSON.parse would build it. */
-  private restore(value: unknown): unknown {
+  /**
+   * The parsed skeleton with its strings put back (keys included), as JSON.parse would build
+   * it, except that a field named twice in one object (at any depth) throws DuplicateField:
+   * JSON.parse would keep the last silently, and what reads the body (a schema, a proxy, a
+   * log) might take another. `path` is left at the object that holds it.
+   */
+  private restore(value: unknown, path: (string | number)[]): unknown {
     if (typeof value === "string") return this.strings[Number(value)];
     if (typeof value !== "object" || value === null) return value;
     if (Array.isArray(value)) {
-      for (let i = 0; i < value.length; i++) value[i] = this.restore(value[i]);
+      for (let i = 0; i < value.length; i++) {
+        path.push(i);
+        value[i] = this.restore(value[i], path);
+        path.pop();
+      }
       return value;
     }
     const out: Record<string, unknown> = {};
+    // Skeleton keys are string indices: Object.keys lists them in the order they were written.
     for (const key of Object.keys(value)) {
       const name = this.strings[Number(key)]!;
-      const item = this.restore((value as Record<string, unknown>)[key]);
+      if (Object.hasOwn(out, name)) throw new DuplicateField(name);
+      path.push(name);
+      const item = this.restore((value as Record<string, unknown>)[key], path);
+      path.pop();
       // As JSON.parse does, "__proto__" stays an own field and never sets the prototype.
       if (name === "__proto__")
         Object.defineProperty(out, name, { value: item, enumerable: true, writable: true, configurable: true });
       else out[name] = item;
     }
     return out;
+  }
+}
+
+/** A field named twice in one object. */
+class DuplicateField extends Error {
+  constructor(readonly name: string) {
+    super("duplicate field");
   }
 }
 

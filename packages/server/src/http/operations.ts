@@ -1,9 +1,12 @@
 // What each operation of the endpoint table does, once: the REST routes (room-routes.ts) and
 // the MCP tools (mcp.ts) both call these, so both have the same semantics, limits and errors.
 // Inputs arrive validated by the table's schemas; bearer operations get the token's hash for
-// the store, and the token itself only to refuse a send that would carry it to the peer.
+// the store, and the token itself only to refuse a text that would carry it to the peer.
 import {
+  ENDPOINTS,
   MAX_TEXT_BYTES,
+  OPERATION_IDS,
+  peerTextField,
   MAX_WAIT_MS,
   isE2eEnvelope,
   type EndpointParsedInput,
@@ -11,6 +14,7 @@ import {
   type JoinResponse,
   type OpenResponse,
   type OperationId,
+  type SelftestToolInput,
   type StatusResponse,
 } from "@duet/protocol";
 import { apiError } from "../errors.js";
@@ -20,7 +24,7 @@ import type { WaitingRecvs } from "../realtime/long-polls.js";
 import { digestText } from "../store/credentials.js";
 import type { InboxSnapshot, RoomStore, StoreTally } from "../store/room-store.js";
 import { E2E_NOTE, renderShareBlock } from "./join-page.js";
-import { selftestLongPoll } from "./selftest.js";
+import { selftestLongPoll, selftestProbe } from "./selftest.js";
 
 export interface OperationDeps {
   store: RoomStore;
@@ -29,12 +33,14 @@ export interface OperationDeps {
   wakeRecheckMs: number;
   /** The (cached) tally behind /v1/stats. */
   readTally: () => Promise<StoreTally>;
+  /** The longest a waiting MCP tool call holds its answer (MCP_MAX_WAIT_MS), for the self-test tool's advice. */
+  mcpMaxWaitMs: number;
 }
 
 export interface OperationContext {
   /** SHA-256 of the seat token; present for every bearer operation. */
   tokenHash: string;
-  /** The seat token itself (bearer operations), never stored or logged: send refuses a text that contains it. */
+  /** The seat token itself (bearer operations), never stored or logged: a peer text that contains it is refused. */
   token?: string;
   /** The relay's public base URL, for join addresses and the share block. */
   baseUrl: string;
@@ -60,8 +66,15 @@ const PROGRESS_EVERY_MS = 5_000;
 const messagesOf = (snapshot: InboxSnapshot | undefined) => snapshot && { messages: snapshot.messages };
 const NEVER: GoneSignal = { aborted: false, addEventListener: () => undefined, removeEventListener: () => undefined };
 
-export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTally }: OperationDeps): Operations {
-  return {
+export function operations({
+  store,
+  waitingRecvs,
+  metrics,
+  wakeRecheckMs,
+  readTally,
+  mcpMaxWaitMs,
+}: OperationDeps): Operations {
+  return refusingOwnToken({
     async open({ e2e }, { baseUrl, client }) {
       const grant = await store.openRoom({ e2e: e2e === true, owner: client });
       metrics.roomsOpened.inc();
@@ -91,7 +104,7 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
       return body;
     },
 
-    async send(input, { tokenHash, token }) {
+    async send(input, { tokenHash }) {
       const bytes = Buffer.byteLength(input.text, "utf8");
       if (bytes > MAX_TEXT_BYTES) {
         throw apiError(
@@ -99,9 +112,6 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
           `text is larger than ${MAX_TEXT_BYTES} UTF-8 bytes; split it, or publish it at a URL and send the URL.`,
         );
       }
-      // The peer would read it: a field error (400), checked before the room (§6.1).
-      if (token !== undefined && input.text.includes(token))
-        throw apiError("bad_request", "text contains your own seat token: never send it. Remove it and send again.");
       const { id, replayed } = await store.sendMessage({
         code: input.code,
         tokenHash,
@@ -181,6 +191,35 @@ export function operations({ store, waitingRecvs, metrics, wakeRecheckMs, readTa
       };
     },
 
-    selftest: selftestLongPoll,
-  };
+    // REST: the long-poll mode (GET /v1/selftest). The MCP tool's input is a named probe
+    // (its own schema, SelftestToolInput), answered with SelftestToolResponse.
+    selftest: (input, context) =>
+      "probe" in input
+        ? (selftestProbe(input as SelftestToolInput, context, store, mcpMaxWaitMs) as never)
+        : selftestLongPoll(input, context),
+  });
+}
+
+/**
+ * Every operation whose input carries a text for the peer (the table's `carriesText.in`)
+ * refuses one that holds the caller's own seat token: the peer would read it. A field error
+ * (400), checked before the room (docs/protocol.md §6.1), on REST and MCP alike.
+ */
+function refusingOwnToken(operations: Operations): Operations {
+  const guarded = { ...operations } as Record<OperationId, Operation<OperationId>>;
+  for (const id of OPERATION_IDS) {
+    const field = peerTextField(ENDPOINTS[id]);
+    if (field === undefined) continue;
+    const run = guarded[id];
+    guarded[id] = async (input, context) => {
+      const text = (input as Record<string, unknown> | undefined)?.[field];
+      if (context.token !== undefined && typeof text === "string" && text.includes(context.token))
+        throw apiError(
+          "bad_request",
+          `${field} contains your own seat token: never send it. Remove it and send again.`,
+        );
+      return run(input, context);
+    };
+  }
+  return guarded as Operations;
 }

@@ -16,6 +16,7 @@ import {
   USER_AGENT,
   type ErrorCode,
 } from "@duet/protocol";
+import { operationList, callTable } from "@duet/protocol/endpoint-docs";
 import { shellQuote } from "./shell.js";
 
 export interface RecipeSettings {
@@ -40,6 +41,10 @@ const FIXED: Record<string, string> = {
   max_pending_bytes: MAX_PENDING_BYTES.toLocaleString("en"),
   e2e_max_text_bytes: e2eMaxTextBytes(1).toLocaleString("en"),
   e2e_openssl_recipe: E2E_OPENSSL_RECIPE,
+  // From the endpoint table: every call, the calls that take a token, the MCP tools.
+  calls: callTable(),
+  seat_calls: operationList("bearer"),
+  tools: operationList("tools:and:code"),
   errors: (Object.keys(ERRORS) as ErrorCode[])
     .map((code) => `| ${ERRORS[code].status} | \`${code}\` | ${ERRORS[code].message} | ${ERRORS[code].remedy} |`)
     .join("\n"),

@@ -1,7 +1,7 @@
 // The REST routes, generated from the endpoint table (@duet/protocol's ENDPOINTS): each
 // operation's method, path, body or query validation and auth come from its entry; what it
 // does is in operations.ts, shared with the MCP tools.
-import { Router, type Request, type RequestHandler } from "express";
+import { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from "express";
 import { ENDPOINTS, OPERATION_IDS, type EndpointSpec, type OperationId } from "@duet/protocol";
 import { seatToken } from "./auth.js";
 import { hashSeatToken } from "../store/credentials.js";
@@ -19,26 +19,42 @@ export interface RoomRouteDeps {
   roomLimiter: RequestHandler;
   /** The general per-IP limit; room paths get it in app.ts, the others here. */
   publicLimiter: RequestHandler;
+  /**
+   * The app's error middleware, the last one of the chain: a failed operation's error goes
+   * straight to it, which is where `next(error)` would take it (see the handler below).
+   */
+  errorHandler: ErrorRequestHandler;
 }
-
-/** Operations that create rooms: the room limit applies on top of the general one. */
-const CREATES_ROOMS: ReadonlySet<OperationId> = new Set(["open", "join"]);
 
 export interface RoomRoutes {
   /** Every operation's route. */
   router: Router;
 }
 
-export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: RoomRouteDeps): RoomRoutes {
+const noNext = () => undefined;
+
+export function roomRoutes({
+  operations,
+  baseUrl,
+  roomLimiter,
+  publicLimiter,
+  errorHandler,
+}: RoomRouteDeps): RoomRoutes {
   const router = Router();
+  // A failed operation: answered by the app's error middleware, as next(error) would (past this
+  // router nothing but that middleware takes an error). The response is `this`.
+  function failed(this: Response, error: unknown): void {
+    errorHandler(error, this.req, this, noNext);
+  }
   for (const id of OPERATION_IDS) {
     const spec: EndpointSpec = ENDPOINTS[id];
     const run = operations[id] as Operation<OperationId>;
     const before: RequestHandler[] = [];
     if (!spec.room) before.push(publicLimiter);
-    if (CREATES_ROOMS.has(id)) before.push(roomLimiter);
+    // Operations that create rooms (open, join): the room limit applies on top of the general one.
+    if (spec.createsRoom) before.push(roomLimiter);
     if (spec.input?.in === "body") before.push(jsonBody);
-    const handler: RequestHandler = (req, res, next) => {
+    const handler: RequestHandler = (req, res) => {
       // The token first: a call without one is 401 whatever else is wrong with it.
       const token = spec.auth === "bearer" ? seatToken(req) : undefined;
       const tokenHash = token === undefined ? "" : hashSeatToken(token);
@@ -51,9 +67,20 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
       // ClientGone rather than an AbortController: a waiting recv holds it for its whole wait.
       let signal: ClientGone | undefined;
       if (spec.method === "GET") signal = goneWhenClosed(res);
-      run(input as never, { tokenHash, token, baseUrl: baseUrl(req), client: clientKey(req), signal }).then((body) => {
-        if (body !== undefined) res.json(body);
-      }, next);
+      const answer = run(input as never, {
+        tokenHash,
+        token,
+        baseUrl: baseUrl(req),
+        client: clientKey(req),
+        signal,
+      });
+      // Express's request chain (the routers' and the route's `next`, their closures and
+      // contexts) is not kept while the call waits (a recv or status for up to 30 s): the
+      // answer's callbacks hold the response only, and the router's `next` is dropped from
+      // the request (req.next). Nothing after this route takes the request on but the error
+      // middleware, which `failed` calls itself.
+      req.next = undefined;
+      answer.then(spec.createsRoom ? answerNoStore.bind(res) : answerJson.bind(res), failed.bind(res));
     };
     // Express 5 forwards a synchronous throw (401, 400) to the error middleware.
     const route = router.route(spec.path);
@@ -61,6 +88,17 @@ export function roomRoutes({ operations, baseUrl, roomLimiter, publicLimiter }: 
     else route.post(...before, handler);
   }
   return { router };
+}
+
+function answerJson(this: Response, body: unknown): void {
+  if (body !== undefined) this.json(body);
+}
+
+// Open and join answer a seat token, and open the base URL (from the Host when PUBLIC_URL is
+// unset): no cache may keep them.
+function answerNoStore(this: Response, body: unknown): void {
+  this.setHeader("Cache-Control", "no-store");
+  if (body !== undefined) this.json(body);
 }
 
 /**

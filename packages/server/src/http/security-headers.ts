@@ -22,7 +22,7 @@ export const API_HEADERS: readonly (readonly [string, string])[] = [
   ["X-Content-Type-Options", "nosniff"],
 ];
 
-/** The API's paths: the endpoint table's, the push stream, MCP, probes, the OpenAPI document and metrics. */
+/** The API's paths: the endpoint table's, the push stream, MCP, probes, and the OpenAPI document. */
 export const API_PATHS: ReadonlySet<string> = new Set([
   ...Object.keys(ENDPOINT_METHODS),
   "/v1/stream",
@@ -30,7 +30,6 @@ export const API_PATHS: ReadonlySet<string> = new Set([
   "/healthz",
   "/readyz",
   "/v1/openapi.json",
-  "/metrics",
 ]);
 
 export function setApiHeaders(res: Response): void {

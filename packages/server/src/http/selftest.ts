@@ -4,6 +4,12 @@
 // answers as GET /v1/stream does (the same headers and first byte) and sends a `tick` every
 // second for five seconds: ticks that arrive together mean something buffers the stream.
 // `duet doctor` runs both and advises (docs/streams.md, "Behind a proxy").
+//
+// On MCP the self-test is the `selftest` tool, a named probe (selftestProbe below): the call is
+// held with nothing on the wire for its wait, and how it ended (delivered, or cut and when)
+// is noted in the store, so that calling the tool again with the same name, on any node,
+// reads what happened to a call the path cut and the client never saw answered.
+import { createHash } from "node:crypto";
 import type { RequestHandler, Response } from "express";
 import {
   MAX_WAIT_MS,
@@ -12,8 +18,11 @@ import {
   SelftestQuery,
   type EndpointParsedInput,
   type SelftestResponse,
+  type SelftestToolInput,
+  type SelftestToolResponse,
 } from "@duet/protocol";
 import { apiError } from "../errors.js";
+import type { RoomStore } from "../store/room-store.js";
 import type { OperationContext } from "./operations.js";
 import { parseInput } from "./validate.js";
 
@@ -28,6 +37,92 @@ export async function selftestLongPoll(
   const started = performance.now();
   if (!(await held(waitMs, signal))) return undefined;
   return { ok: true, mode: "longpoll", waited_ms: Math.round(performance.now() - started) };
+}
+
+/** How long a probe's note is kept: past a client's 60 s timeout and a few model turns. */
+const PROBE_NOTE_MS = 15 * 60_000;
+/** Advised wait as a share of when the path cut a probe, as `duet doctor` advises (room for a slower day). */
+const CUT_SHARE = 0.6;
+
+interface ProbeNote {
+  outcome: SelftestToolResponse["outcome"];
+  wait_ms: number;
+  /** The relay's clock when the probe started. */
+  started_at: number;
+  /** delivered or cut: when, from the start. */
+  after_ms?: number;
+}
+
+/**
+ * The MCP tool: the first call with a probe name holds its answer for `wait` ms with nothing
+ * on the wire and notes how it ended; a later call with the same name answers that note at
+ * once. Notes are keyed by the caller's address (as the rate limits see it) and the name.
+ * `mcpMaxWaitMs` is what this relay holds a waiting recv or status at most (MCP_MAX_WAIT_MS).
+ */
+export async function selftestProbe(
+  { probe, wait }: SelftestToolInput,
+  { signal, client }: OperationContext,
+  store: Pick<RoomStore, "putNote" | "readNote">,
+  mcpMaxWaitMs: number,
+): Promise<SelftestToolResponse | undefined> {
+  const key = createHash("sha256")
+    .update(`selftest\0${client ?? ""}\0${probe}`)
+    .digest("base64url");
+  // Best effort: the probe is a diagnosis, and a store that does not answer must not stop it.
+  const put = (note: ProbeNote) => store.putNote(key, JSON.stringify(note), PROBE_NOTE_MS).catch(() => undefined);
+  const earlier = await store.readNote(key).catch(() => undefined);
+  if (earlier !== undefined) return report(probe, JSON.parse(earlier) as ProbeNote, mcpMaxWaitMs);
+  const waitMs = wait ?? MAX_WAIT_MS;
+  const startedAt = Date.now();
+  const started = performance.now();
+  await put({ outcome: "running", wait_ms: waitMs, started_at: startedAt });
+  const delivered = await held(waitMs, signal);
+  const note: ProbeNote = {
+    outcome: delivered ? "delivered" : "cut",
+    wait_ms: waitMs,
+    started_at: startedAt,
+    after_ms: Math.round(performance.now() - started),
+  };
+  await put(note);
+  return delivered ? report(probe, note, mcpMaxWaitMs) : undefined;
+}
+
+function report(probe: string, note: ProbeNote, mcpMaxWaitMs: number): SelftestToolResponse {
+  const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const afterMs = note.after_ms ?? Math.max(0, Date.now() - note.started_at);
+  const base = { probe, outcome: note.outcome, wait_ms: note.wait_ms, after_ms: afterMs };
+  if (note.outcome === "running") {
+    const left = Math.max(0, note.wait_ms - afterMs);
+    return {
+      ...base,
+      advice: {
+        recv_wait_ms: mcpMaxWaitMs,
+        text: `This probe is still held (${s(afterMs)} of ${s(note.wait_ms)}): call selftest with the same probe again in ${s(left)} to read how it ended.`,
+      },
+    };
+  }
+  if (note.outcome === "delivered") {
+    return {
+      ...base,
+      advice: {
+        recv_wait_ms: Math.min(note.wait_ms, mcpMaxWaitMs),
+        text:
+          `A held answer came through after ${s(afterMs)} with nothing on the wire: waits up to ${s(note.wait_ms)} survive this path. ` +
+          `This relay holds a waiting recv or status at most ${s(mcpMaxWaitMs)} on MCP: pass no wait (or wait=${Math.min(note.wait_ms, mcpMaxWaitMs)}).`,
+      },
+    };
+  }
+  const advised = Math.min(mcpMaxWaitMs, Math.floor((afterMs * CUT_SHARE) / 1000) * 1000);
+  return {
+    ...base,
+    advice: {
+      recv_wait_ms: advised,
+      text:
+        `The path cut the held answer after ${s(afterMs)} of ${s(note.wait_ms)} (a proxy's read or request timeout). ` +
+        `Pass wait=${advised} to recv and status from here: an empty list then means "call again", never a lost message.` +
+        (advised === 0 ? " This path holds nothing: poll with wait=0 and pause between calls." : ""),
+    },
+  };
 }
 
 /** Resolves true after `ms`, or false as soon as the client goes away. */

@@ -10,7 +10,7 @@
 // an answer that ends while its client already holds more is dropped at once. One client
 // therefore pins at most maxBytes plus one answer per node. A fast client's answers leave
 // nothing in the socket: the cost on the hot path is one listener and one Map lookup.
-import type { Request, RequestHandler, Response } from "express";
+import type { RequestHandler, Response } from "express";
 import { ApiError } from "../errors.js";
 import { clientKey } from "./rate-limit.js";
 
@@ -36,34 +36,35 @@ export function slowReaders(settings: SlowReaderSettings): SlowReaders {
     else unsent.delete(key);
   };
 
-  function watch(req: Request, res: Response): void {
-    res.once("prefinish", () => {
-      const socket = res.socket;
-      const bytes = socket?.writableLength ?? 0;
-      if (!socket || bytes === 0) return;
-      const key = clientKey(req);
-      // Over its budget already (answers that ended together got past the check before any
-      // was counted): this one is dropped now, so the client never holds more than one answer
-      // past the budget.
-      if ((unsent.get(key) ?? 0) > settings.clientMaxBytes) return void socket.destroy();
-      add(key, bytes);
-      let timer: NodeJS.Timeout | undefined = setTimeout(() => socket.destroy(), settings.timeoutMs);
-      timer.unref();
-      const settle = () => {
-        if (timer === undefined) return;
-        clearTimeout(timer);
-        timer = undefined;
-        add(key, -bytes);
-        res.off("finish", settle);
-        res.off("close", settle);
-      };
-      res.once("finish", settle);
-      res.once("close", settle);
-    });
+  // One listener for every response, the response being `this`: no closure and once-wrapper
+  // per request (a waiting recv or a stream holds them for its whole life). On, not once:
+  // 'prefinish' comes once.
+  function ended(this: Response): void {
+    const socket = this.socket;
+    const bytes = socket?.writableLength ?? 0;
+    if (!socket || bytes === 0) return;
+    const key = clientKey(this.req);
+    // Over its budget already (answers that ended together got past the check before any
+    // was counted): this one is dropped now, so the client never holds more than one answer
+    // past the budget.
+    if ((unsent.get(key) ?? 0) > settings.clientMaxBytes) return void socket.destroy();
+    add(key, bytes);
+    let timer: NodeJS.Timeout | undefined = setTimeout(() => socket.destroy(), settings.timeoutMs);
+    timer.unref();
+    const settle = () => {
+      if (timer === undefined) return;
+      clearTimeout(timer);
+      timer = undefined;
+      add(key, -bytes);
+      this.off("finish", settle);
+      this.off("close", settle);
+    };
+    this.once("finish", settle);
+    this.once("close", settle);
   }
 
   const middleware: RequestHandler = (req, res, next) => {
-    watch(req, res);
+    res.on("prefinish", ended);
     if (unsent.size > 0 && (unsent.get(clientKey(req)) ?? 0) > settings.clientMaxBytes) {
       const error = new ApiError(
         "rate_limited",

@@ -2,10 +2,12 @@
 // the room's end (404), or the wait running out (empty list); a waiting status answers
 // when the peer's seat is claimed (or, with until_read, when the caller's messages up to an
 // id are read), the room ends or the wait runs out. Shared by both stores.
+import { ApiError } from "../errors.js";
 import type { InboxSnapshot, RoomStatus, RoomStore, SeatCredentials } from "../store/room-store.js";
 import type { GoneSignal } from "./client-gone.js";
 import type { TimerWheel } from "./timer-wheel.js";
 import { Waiter, type Concern } from "./waiter.js";
+import type { WaiterAdmission } from "./admission.js";
 
 /** How often a recv re-reads when it could not subscribe to wake-ups. */
 const UNSUBSCRIBED_RECHECK_MS = 1000;
@@ -25,6 +27,11 @@ interface LongPoll<T extends { expiresInMs: number }> {
   ready(snapshot: T): boolean;
   /** The wake-up that concerns this wait after a read (undefined: every one). */
   concern(snapshot: T): Concern | undefined;
+  /**
+   * Read again when the wait runs out: the answer then describes the room as it is, not as
+   * it was at the last read (a status's expires_in). A recv's empty list needs no re-read.
+   */
+  rereadAtEnd?: boolean;
 }
 
 const MESSAGES: LongPoll<InboxSnapshot> = {
@@ -38,10 +45,12 @@ const PEER: LongPoll<RoomStatus> = {
   read: (store, seat, touch) => store.getStatus(seat, touch),
   ready: (status) => status.peerJoined,
   concern: () => "joined",
+  rereadAtEnd: true,
 };
 
 /** A status wait for a read receipt: ready once none of the caller's messages up to the id is unread. */
 class UntilRead implements LongPoll<RoomStatus> {
+  readonly rereadAtEnd = true;
   constructor(private readonly id: number) {}
   read(store: RoomStore, seat: SeatCredentials, touch: boolean): Promise<RoomStatus> {
     return store.getStatus(seat, touch);
@@ -56,6 +65,8 @@ class UntilRead implements LongPoll<RoomStatus> {
   }
 }
 
+const NO_CAP = () => {};
+
 /** Tracks every waiting recv and status of this node, so that shutdown can answer them all at once. */
 export class WaitingRecvs {
   private readonly waiters = new Set<Waiter>();
@@ -64,6 +75,7 @@ export class WaitingRecvs {
   constructor(
     private readonly store: RoomStore,
     private readonly wheel: TimerWheel,
+    private readonly admission?: WaiterAdmission,
   ) {}
 
   get size(): number {
@@ -108,14 +120,42 @@ export class WaitingRecvs {
     // The wait counts from the request's arrival, whatever the reads before it cost.
     const deadline = Date.now() + options.waitMs;
     const mayWait = options.waitMs > 0 && !this.draining;
-    // Wake-ups for this room already reach this node (another waiter, or a recent one):
-    // listen first, and one read covers everything.
-    if (mayWait && this.store.wakeups.isListening(seat.code))
-      return this.listenAndWait(seat, deadline, options, poll, new Waiter(this.wheel, concern));
-    // Otherwise a call that is answered at once costs one script call and no subscription.
-    const first = await poll.read(this.store, seat, true);
-    if (poll.ready(first) || !mayWait) return first;
-    return this.listenAndWait(seat, deadline, options, poll, new Waiter(this.wheel, poll.concern(first)), first);
+    // Past the node's waiter cap (realtime/admission.ts) a call is still answered when its
+    // answer is there at once; only its waiting is refused.
+    const release = mayWait && this.admission ? this.admission.reserve() : NO_CAP;
+    try {
+      // Wake-ups for this room already reach this node (another waiter, or a recent one):
+      // listen first, and one read covers everything.
+      if (mayWait && release && this.store.wakeups.isListening(seat.code))
+        return await this.listenAndWait(seat, deadline, options, poll, new Waiter(this.wheel, concern), release);
+      // Otherwise a call that is answered at once costs one script call and no subscription.
+      const first = await poll.read(this.store, seat, true);
+      if (poll.ready(first) || !mayWait) return first;
+      if (!release) throw this.admission!.refusal();
+      const waiter = new Waiter(this.wheel, poll.concern(first));
+      return await this.listenAndWait(seat, deadline, options, poll, waiter, release, first);
+    } finally {
+      release?.();
+    }
+  }
+
+  /**
+   * The answer when the wait runs out: read again where the poll asks for it (a status as at
+   * its answer); if the store cannot answer that read, the last one read (the room's end
+   * still rejects with its 404).
+   */
+  private async atEnd<T extends { expiresInMs: number }>(
+    poll: LongPoll<T>,
+    seat: SeatCredentials,
+    current: T,
+  ): Promise<T> {
+    if (!poll.rereadAtEnd) return current;
+    try {
+      return await poll.read(this.store, seat, false);
+    } catch (error) {
+      if (error instanceof ApiError && error.code === "unavailable") return current;
+      throw error;
+    }
   }
 
   /**
@@ -128,12 +168,15 @@ export class WaitingRecvs {
     options: WaitOptions,
     poll: LongPoll<T>,
     waiter: Waiter,
+    release: () => void,
     earlier?: T,
   ): Promise<T | undefined> {
     const { signal } = options;
     signal.addEventListener("abort", waiter.onGone);
-    // Registered before anything can stall, so that shutdown reaches this recv too.
+    // Registered before anything can stall, so that shutdown reaches this recv too; from
+    // here it counts as held, not as a place reserved.
     this.waiters.add(waiter);
+    release();
     if (this.draining) waiter.fire("drained");
     let stopWatching: (() => void) | undefined;
     let recheckMs = options.recheckMs;
@@ -153,13 +196,14 @@ export class WaitingRecvs {
       for (;;) {
         if (poll.ready(current)) return current;
         const remaining = deadline - Date.now();
-        if (remaining <= 0) return current;
+        if (remaining <= 0) return this.atEnd(poll, seat, current);
         // Wake at the room's expiry too: the re-read then answers 404.
         // The re-check is jittered so that recvs that arrived together do not re-read together.
         const recheck = recheckMs * (0.8 + Math.random() * 0.4);
         const reason = await waiter.next(Math.min(remaining, recheck, Math.max(current.expiresInMs, 0) + 5));
         if (reason === "aborted") return undefined;
-        if (reason === "drained" || (reason === "timer" && Date.now() >= deadline)) return current;
+        if (reason === "drained") return current;
+        if (reason === "timer" && Date.now() >= deadline) return this.atEnd(poll, seat, current);
         current = await poll.read(this.store, seat, false);
         waiter.concern = poll.concern(current);
       }

@@ -26,6 +26,7 @@ import {
 import type { GoneSignal } from "./client-gone.js";
 import type { TimerWheel } from "./timer-wheel.js";
 import { Waiter } from "./waiter.js";
+import type { WaiterAdmission } from "./admission.js";
 
 const noop = (): void => undefined;
 
@@ -83,8 +84,11 @@ export interface PreparedStream {
   seat: SeatCredentials;
   first: InboxSnapshot;
   waiter: StreamWaiter;
+  /** Stops its wake-ups and gives back its reserved place (if serve() never registers it). */
   stopWatching: () => void;
   subscribed: boolean;
+  /** Gives back the place reserved under the node's waiter cap: serve() calls it once the stream counts as open. */
+  release: () => void;
 }
 
 interface OpenStream {
@@ -161,6 +165,7 @@ export class OpenStreams {
     private readonly recheckMs: number,
     private readonly wheel: TimerWheel,
     private readonly heartbeatMs = HEARTBEAT_MS,
+    private readonly admission?: WaiterAdmission,
   ) {}
 
   get size(): number {
@@ -181,6 +186,19 @@ export class OpenStreams {
    * subscription when the seat or room is wrong) comes before the listening, and a second after.
    */
   async open(seat: SeatCredentials): Promise<PreparedStream> {
+    // A stream always waits: past the node's waiter cap it is refused before anything else.
+    // Its place is reserved until serve() registers it (or it is given up: stopWatching).
+    const release = this.admission ? this.admission.reserve() : noop;
+    if (!release) throw this.admission!.refusal();
+    try {
+      return await this.prepare(seat, release);
+    } catch (error) {
+      release();
+      throw error;
+    }
+  }
+
+  private async prepare(seat: SeatCredentials, release: () => void): Promise<PreparedStream> {
     let snapshot: InboxSnapshot | undefined;
     if (!this.store.wakeups.isListening(seat.code)) snapshot = await this.store.readInbox(seat, true);
     // Wake-ups for the caller's inbox (every one until a read has told the seat).
@@ -199,7 +217,11 @@ export class OpenStreams {
       throw error;
     }
     waiter.concern = snapshot.seat;
-    return { seat, first: snapshot, waiter, stopWatching: stop, subscribed };
+    const stopWatching = () => {
+      stop();
+      release();
+    };
+    return { seat, first: snapshot, waiter, stopWatching, subscribed, release };
   }
 
   /**
@@ -223,6 +245,7 @@ export class OpenStreams {
     };
     signal.addEventListener("abort", waiter.onGone);
     this.add(stream);
+    prepared.release();
     waiter.serve(stream);
     try {
       let current: InboxSnapshot | undefined = prepared.first;

@@ -1,7 +1,8 @@
-// The store interface. The HTTP layer talks only to this; the Redis store and the
-// in-process store both implement it and pass one behaviour suite. Every call with a seat
-// token on a room that ended less than endingKeepMs ago throws a 404 that says how it
-// ended (roomEndedError); any other call on a gone room throws a bare 404.
+// The store interface. The HTTP layer talks only to this; one implementation
+// (scripted-store.ts) runs the room scripts on Redis or, without it, in process, and passes
+// one behaviour suite on both. Every call with a seat token on a room that ended less than
+// endingKeepMs ago throws a 404 that says how it ended (roomEndedError); any other call on a
+// gone room throws a bare 404.
 import type { Message, Seat } from "@duet/protocol";
 
 /** What a seat's holder proves it is: the SHA-256 of its token, never the token. */
@@ -77,6 +78,8 @@ export interface WakeupBus {
   watch(code: string, listener: (event: WakeEvent) => void): Promise<() => void>;
   /** True when wake-ups for the room already reach this node (watch would cost nothing). */
   isListening(code: string): boolean;
+  /** The store is closing: no command is sent any more (a lingering channel's unsubscribe). */
+  close?(): void;
 }
 
 export interface RoomStore {
@@ -100,6 +103,13 @@ export interface RoomStore {
   getStats(): Promise<StoreTally>;
   /** What anyone with the code may know of a room (the join page): undefined when there is none. No activity. */
   describeRoom(code: string): Promise<{ e2e: boolean } | undefined>;
+  /**
+   * A short note under `key` for `ttlMs` (the MCP self-test's probes: whichever node holds a
+   * probe writes how it ended, and whichever node the next call lands on reads it).
+   */
+  putNote(key: string, note: string, ttlMs: number): Promise<void>;
+  /** The note under `key`, undefined when there is none (never written, or expired). */
+  readNote(key: string): Promise<string | undefined>;
   /** True when the store answers (readiness). */
   isReady(): Promise<boolean>;
   /** Releases connections and timers. */

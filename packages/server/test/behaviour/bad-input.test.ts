@@ -361,6 +361,37 @@ forEachTarget(
         });
       });
 
+      it("a field named twice, at any depth and however escaped, is 400 bad_request naming it, before any other check", async () => {
+        const { client } = target();
+        const room = await client.pairedRoom();
+        // Before the token check (no token here), as every refusal of the body's shape.
+        const join = await client.call("POST", "/v1/join", { rawBody: `{"code":"${room.code}","code":"y"}` });
+        expectError(join, 400, "bad_request");
+        expect(join.body.message).toBe("The body names the field code twice: send each field once.");
+        const send = await client.call("POST", "/v1/send", {
+          rawBody: `{"code":"${room.code}","text":"one","\\u0074ext":"two"}`,
+          token: room.a,
+        });
+        expectError(send, 400, "bad_request");
+        expect(send.body.message).toContain("text twice");
+        const nested = await client.call("POST", "/v1/ack", {
+          rawBody: `{"code":"${room.code}","ids":[],"x":{"y":[{"z":1,"z":2}]}}`,
+          token: room.b,
+        });
+        expectError(nested, 400, "bad_request");
+        expect(nested.body.message).toContain("z twice (in x.y.0)");
+        // Nothing was sent: the refused send left no message.
+        expect((await client.recv(room.code, room.b, 0)).body.messages).toEqual([]);
+        // MCP: the JSON-RPC envelope and a tool's arguments alike.
+        for (const rawBody of [
+          '{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/list"}',
+          `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"join","arguments":{"code":"${room.code}","code":"x"}}}`,
+        ]) {
+          const mcp = await client.call("POST", "/mcp", { rawBody, headers: mcpHeaders });
+          expect({ status: mcp.status, twice: /(id|code) twice/.test(mcp.text) }).toEqual({ status: 400, twice: true });
+        }
+      });
+
       it("a text or a field name longer than any legal text is refused as such, in a short answer", async () => {
         const { client } = target();
         const room = await client.pairedRoom();

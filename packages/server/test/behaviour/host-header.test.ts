@@ -3,7 +3,7 @@
 // 400; every shell line quotes the URLs it prints; the pages built from the request say that
 // no cache may keep them.
 import { request } from "node:http";
-import { forEachTarget } from "../support/targets";
+import { PARSER_TARGETS, forEachTarget } from "../support/targets";
 
 /** One request with a Host of our choosing (fetch will not send one). */
 function withHost(
@@ -91,5 +91,76 @@ forEachTarget((target) => {
         cache: "no-store",
       });
     }
+  });
+});
+
+// Poisoned headers (docs/protocol.md §11.2): X-Forwarded-Host and -Proto count only from a
+// proxy TRUST_PROXY trusts, and then only their rightmost value (the one that proxy appended);
+// with PUBLIC_URL no header counts at all; and every answer that prints a base URL taken from
+// the request says no shared cache may keep it.
+const EVIL = "evil.example";
+const POISON = { "x-forwarded-host": `${EVIL}, real.example`, "x-forwarded-proto": "https, http" };
+const BROWSER = "text/html,application/xhtml+xml";
+
+/** Every answer that prints the base URL: path, method, Accept, and the Cache-Control it must carry. */
+const PRINTING = (code: string, publicUrl: boolean) =>
+  [
+    ["/v1/api", "GET", "*/*", publicUrl ? "public, max-age=300" : "no-store"],
+    ["/", "GET", "text/markdown", publicUrl ? "public, max-age=300" : "no-store"],
+    ["/", "GET", BROWSER, publicUrl ? "public, max-age=300" : "no-store"],
+    [`/join/${code}`, "GET", "text/markdown", publicUrl ? "no-cache" : "no-store"],
+    [`/join/${code}`, "GET", BROWSER, publicUrl ? "no-cache" : "no-store"],
+    ["/v1/openapi.json", "GET", "application/json", publicUrl ? "public, max-age=300" : "no-store"],
+    ["/v1/stats", "GET", BROWSER, publicUrl ? null : "no-store"],
+    ["/v1/open", "POST", "application/json", "no-store"],
+  ] as const;
+
+function poisonedAnswers(expected: { base: (port: string) => string; publicUrl: boolean }) {
+  return (target: () => import("../support/targets").RelayTarget) => {
+    const url = () => target().client.baseUrls[0]!;
+    it("prints the expected base URL in every answer, never the leftmost forwarded value, with its Cache-Control", async () => {
+      const port = new URL(url()).port;
+      const code = (await target().client.open()).body.code as string;
+      for (const [path, method, accept, cache] of PRINTING(code, expected.publicUrl)) {
+        const reply = await withHost(url(), path, `relay.example:${port}`, {
+          method,
+          body: method === "POST" ? "{}" : undefined,
+          headers: { ...POISON, accept },
+        });
+        const where = { path, accept };
+        expect({ ...where, status: reply.status }).toEqual({ ...where, status: 200 });
+        expect({ ...where, evil: reply.text.includes(EVIL) }).toEqual({ ...where, evil: false });
+        expect({ ...where, base: reply.text.includes(expected.base(port)) }).toEqual({ ...where, base: true });
+        expect({ ...where, cache: reply.headers["cache-control"] ?? null }).toEqual({ ...where, cache });
+        for (const name of Object.keys(reply.headers))
+          expect({ ...where, name, evil: String(reply.headers[name]).includes(EVIL) }).toEqual({
+            ...where,
+            name,
+            evil: false,
+          });
+      }
+    });
+  };
+}
+
+// The public URL is made in the HTTP layer, whatever the store: the in-process relay and the
+// built one as a process (PARSER_TARGETS).
+describe("poisoned Host and X-Forwarded-Host", () => {
+  describe("without TRUST_PROXY: forwarded headers are ignored, the Host is printed and never cached", () => {
+    forEachTarget(poisonedAnswers({ base: (port) => `http://relay.example:${port}`, publicUrl: false }), {
+      kinds: PARSER_TARGETS,
+    });
+  });
+  describe("with TRUST_PROXY: only the rightmost X-Forwarded-Host and -Proto, and never cached", () => {
+    forEachTarget(poisonedAnswers({ base: () => "http://real.example", publicUrl: false }), {
+      env: { TRUST_PROXY: "1" },
+      kinds: PARSER_TARGETS,
+    });
+  });
+  describe("with PUBLIC_URL: no header counts, and the pages are public", () => {
+    forEachTarget(poisonedAnswers({ base: () => "https://duet.example.test", publicUrl: true }), {
+      env: { TRUST_PROXY: "1", PUBLIC_URL: "https://duet.example.test" },
+      kinds: PARSER_TARGETS,
+    });
   });
 });

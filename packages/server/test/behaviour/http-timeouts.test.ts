@@ -2,7 +2,8 @@
 // is answered 408 request_timeout and closed, while a request that arrived whole is answered
 // however long the relay's event loop was busy before reading it, and a long-poll is held
 // for its whole wait past the headers timeout. The timeouts are small here (1 s headers, 2 s
-// request, checked every 100 ms) so that the test drives the timing instead of waiting it out.
+// request, 2 s keep-alive, checked every 100 ms) so that the test drives the timing instead of
+// waiting it out.
 // On the in-process store only: this is the HTTP server's behaviour, the same on every store,
 // and the stall must be the relay's own event loop (it runs in this process).
 import { connect, type Socket } from "node:net";
@@ -87,7 +88,9 @@ forEachTarget(
       }
     });
 
-    it("a connection that opens and sends nothing is closed after the headers timeout", async () => {
+    // Silent is idle, not slow: closed after the keep-alive timeout (2 s here), not the headers
+    // timeout, so a client whose own loop is busy between connect() and write() is answered.
+    it("a connection that opens and sends nothing is closed after the keep-alive timeout", async () => {
       const idle = await rawConnection(target().nodes[0]!.url);
       try {
         await until(idle.closed, 15_000);
@@ -122,6 +125,8 @@ forEachTarget(
       HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
       REQUEST_TIMEOUT_MS: "2000",
       CONNECTION_CHECK_INTERVAL_MS: "100",
+      // What a connection that has sent nothing is given (connection-checks.ts).
+      KEEP_ALIVE_TIMEOUT_SECONDS: "2",
     },
   },
 );

@@ -1,6 +1,7 @@
 // /mcp at its edges, spoken as raw JSON-RPC over HTTP: one message per POST (batches are
 // refused, as MCP 2025-06-18 did), Host and Origin checked against DNS rebinding, and tool
 // arguments checked by the REST API's schemas whatever their shape.
+import { connect } from "node:net";
 import { forEachTarget } from "../support/targets";
 
 const HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
@@ -36,8 +37,51 @@ const toolError = (answer: RpcAnswer) => {
   return JSON.parse(answer.message!.result.content[0].text) as { error: string; message: string };
 };
 
+/**
+ * One raw HTTP/1.1 request on a socket of its own, which this side never ends; resolves with
+ * everything the relay wrote once the relay ends the connection. A relay that keeps it open
+ * leaves this pending (its keep-alive is 65 s, past the test's timeout), and the test fails.
+ * `ended` says the relay's FIN arrived before the socket closed.
+ */
+function rawExchange(url: string, request: string): Promise<{ text: string; ended: boolean }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => socket.write(request));
+    let text = "";
+    let ended = false;
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      text += chunk;
+    });
+    socket.once("end", () => {
+      ended = true;
+    });
+    socket.once("error", reject);
+    socket.once("close", () => resolve({ text, ended }));
+  });
+}
+
 forEachTarget((target) => {
   const url = () => target().nodes[0]?.url ?? target().client.baseUrls[0]!;
+
+  it("honours Connection: close: the answer comes whole, says Connection: close, and the relay ends the connection", async () => {
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list" });
+    const { host } = new URL(url());
+    const { text, ended } = await rawExchange(
+      url(),
+      `POST /mcp HTTP/1.1\r\nHost: ${host}\r\nUser-Agent: duet/0.1\r\nContent-Type: application/json\r\n` +
+        `Accept: application/json, text/event-stream\r\nConnection: close\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    expect(ended).toBe(true);
+    const [head = "", ...rest] = text.split("\r\n\r\n");
+    expect(head).toMatch(/^HTTP\/1\.1 200 /);
+    expect(head).toMatch(/^connection: close$/im);
+    expect(head).not.toMatch(/^connection: keep-alive$/im);
+    // The tools/list answer itself arrived before the end (SSE, possibly chunked).
+    expect(rest.join("\r\n\r\n")).toMatch(/"id":7/);
+    expect(rest.join("\r\n\r\n")).toMatch(/"tools":\[/);
+  });
 
   it("refuses a JSON-RPC batch with HTTP 400 and -32600, running none of its calls", async () => {
     const before = (await target().client.stats()).body.sessions;

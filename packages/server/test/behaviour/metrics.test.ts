@@ -1,6 +1,7 @@
 // /metrics: Prometheus text whose counters follow a scripted exchange, and which never
-// holds a room code, a token or a text.
-import { forEachTarget } from "../support/targets";
+// holds a room code, a token or a text; served on the metrics listener only (METRICS_PORT),
+// never on the public port, and rendered at most once per METRICS_CACHE_MS.
+import { PARSER_TARGETS, forEachTarget } from "../support/targets";
 import { holdRecv } from "../support/workload";
 
 /** Sum of a sample over every node, e.g. sample(texts, 'duet_rooms_opened_total'). */
@@ -17,7 +18,7 @@ function sample(texts: string[], series: string): number {
 forEachTarget((target) => {
   const scrape = async () => {
     const { client } = target();
-    const replies = await Promise.all(client.baseUrls.map((_, node) => client.call("GET", "/metrics", { node })));
+    const replies = await Promise.all(client.baseUrls.map((_, node) => client.metrics(node)));
     for (const reply of replies) {
       expect(reply.status).toBe(200);
       expect(reply.headers.get("content-type")).toMatch(/^text\/plain/);
@@ -74,4 +75,98 @@ forEachTarget((target) => {
     abort.abort();
     await waiting;
   });
+});
+
+/** Spellings of /metrics a router, a proxy or a client might treat as the same path. */
+const SPELLINGS = [
+  "/metrics",
+  "/METRICS",
+  "/Metrics",
+  "/metrics/",
+  "/metrics?x",
+  "/metrics?format=prometheus",
+  "//metrics",
+  "///metrics/",
+  "/metrics//",
+  "/%6detrics",
+  "/%6Detrics",
+  "/metrics%2f",
+  "/metrics;x",
+  "/metrics.txt",
+  "/metrics#x",
+  "/v1/../metrics",
+  "/./metrics",
+];
+
+forEachTarget(
+  (target) => {
+    it("the public port answers every spelling of /metrics 404 not_found, for every method", async () => {
+      const { client } = target();
+      for (const spelling of SPELLINGS) {
+        for (const method of ["GET", "HEAD", "POST"]) {
+          // Concatenated, not resolved: new URL("//metrics", base) would be another host.
+          const response = await fetch(`${client.nodeUrl(0)}${spelling}`, {
+            method,
+            headers: { "user-agent": "Prometheus/2.53.0", accept: "text/plain" },
+          });
+          const text = await response.text();
+          expect({ spelling, method, status: response.status }).toEqual({ spelling, method, status: 404 });
+          expect(text).not.toContain("duet_");
+          if (method !== "HEAD")
+            expect({ spelling, body: JSON.parse(text).error }).toEqual({ spelling, body: "not_found" });
+        }
+      }
+    });
+
+    it("the metrics listener serves /metrics as Prometheus text, and nothing else", async () => {
+      const { client } = target();
+      const scraped = await client.metrics(0);
+      expect(scraped.status).toBe(200);
+      expect(scraped.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+      expect(scraped.text).toContain("# TYPE duet_http_requests_total counter");
+      const other = await fetch(`${client.metricsUrls[0]}/v1/stats`);
+      expect(other.status).toBe(404);
+      expect(await other.text()).not.toContain("duet_");
+      const post = await fetch(`${client.metricsUrls[0]}/metrics`, { method: "POST" });
+      expect([post.status, post.headers.get("allow")]).toEqual([405, "GET, HEAD"]);
+    });
+    // Routing, whatever the store: the in-process relay and the built one as a process.
+  },
+  { kinds: PARSER_TARGETS },
+);
+
+describe("the render cache", () => {
+  // A cache far longer than the test: every scrape here falls within one period, whatever the
+  // machine's speed, so the assertions hold with no clock in them.
+  forEachTarget(
+    (target) => {
+      it("scrapes within one period share one render, traffic between them notwithstanding", async () => {
+        const { client } = target();
+        const [first, concurrent] = await Promise.all([client.metrics(0), client.metrics(0)]);
+        expect(concurrent.text).toBe(first.text);
+        // Requests counted by duet_http_requests_total after the render.
+        for (let i = 0; i < 3; i++) expect((await client.call("GET", "/v1/stats", { node: 0 })).status).toBe(200);
+        const later = await client.metrics(0);
+        expect(later.status).toBe(200);
+        expect(later.text).toBe(first.text);
+      });
+    },
+    { env: { METRICS_CACHE_MS: "60000" }, kinds: PARSER_TARGETS },
+  );
+});
+
+describe("METRICS_PORT=off", () => {
+  forEachTarget(
+    (target) => {
+      it("serves no metrics anywhere: no listener, and the public port still answers 404", async () => {
+        const { client } = target();
+        expect(client.metricsUrls).toEqual([""]);
+        expect(target().nodes.map((node) => node.metricsUrl)).toEqual(target().nodes.map(() => undefined));
+        const reply = await client.call("GET", "/metrics");
+        expect([reply.status, reply.body.error]).toEqual([404, "not_found"]);
+        expect((await client.call("GET", "/healthz")).status).toBe(200);
+      });
+    },
+    { env: { METRICS_PORT: "off" }, kinds: PARSER_TARGETS },
+  );
 });

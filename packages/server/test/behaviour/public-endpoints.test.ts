@@ -1,6 +1,6 @@
 // The endpoints that need no token: the recipe, the OpenAPI document, the join page,
 // health and readiness.
-import { ERROR_CODES } from "@duet/protocol";
+import { ENDPOINTS, ERROR_CODES, OPERATION_IDS } from "@duet/protocol";
 import { forEachTarget } from "../support/targets";
 
 forEachTarget((target) => {
@@ -9,17 +9,9 @@ forEachTarget((target) => {
     expect(reply.status).toBe(200);
     expect(reply.headers.get("content-type")).toMatch(/^text\/markdown/);
     const recipe = reply.text;
-    for (const step of [
-      "/v1/open",
-      "/v1/join",
-      "/v1/send",
-      "/v1/recv",
-      "/v1/ack",
-      "/v1/status",
-      "/v1/close",
-      "/v1/stats",
-    ])
-      expect(recipe).toContain(step);
+    // Every call of the endpoint table, and the push stream.
+    for (const path of [...OPERATION_IDS.map((id) => ENDPOINTS[id].path), "/v1/stream"])
+      expect({ path, inRecipe: recipe.includes(path) }).toEqual({ path, inRecipe: true });
     for (const code of ERROR_CODES) expect(recipe).toContain(`\`${code}\``);
     expect(recipe).toMatch(/data, never instructions/);
     expect(recipe).toMatch(/Never share your seat token/i);

@@ -16,7 +16,7 @@ async function until(check: () => Promise<boolean> | boolean, what: string, time
 
 /** Waiting recvs and status waits of one node, from its /metrics. */
 async function waitingOn(client: TestClient, node: number): Promise<number> {
-  const text = await (await fetch(new URL("/metrics", client.nodeUrl(node)))).text();
+  const { text } = await client.metrics(node);
   return Number(/^duet_recv_waiting (\d+)/m.exec(text)?.[1] ?? Number.NaN);
 }
 

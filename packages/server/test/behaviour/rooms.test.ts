@@ -109,6 +109,18 @@ forEachTarget((target) => {
       expect(forB).toMatchObject({ seat: "b", pending_in: 2, pending_out: 1, unread: [three], peer_active: true });
     });
 
+    it("a status that waited for the peer in vain reports the room as it is at its answer", async () => {
+      const { client } = target();
+      const opened = (await client.open()).body;
+      const waited = await client.call("GET", "/v1/status", {
+        query: { code: opened.code, wait: 2500 },
+        token: opened.token,
+      });
+      expect(waited.body).toMatchObject({ peer_joined: false });
+      // Answered 2.5 s after it was read first: the room has 2.5 s less to live.
+      expect(waited.body.expires_in).toBeLessThanOrEqual(opened.expires_in - 2);
+    });
+
     it("shows peer_active false while nobody holds seat b", async () => {
       const { client } = target();
       const opened = (await client.open()).body;

@@ -1,5 +1,5 @@
 // The Redis ending record (docs/room-endings.md) when the room's keys did not end the way
-// the relay's own scripts end them: a room from before ending records (rolling upgrade),
+// the relay's own scripts end them: a room that has no ending record (ROOM_ENDING_KEEP_SECONDS=0 writes none),
 // and a room whose keys vanished before their expiry. In both, the relay must not invent
 // a reason: its seats get the bare 404.
 import { Redis } from "ioredis";
@@ -25,7 +25,7 @@ afterAll(async () => {
 const bare404 = { error: "not_found", message: ERRORS.not_found.message };
 const roomKeys = async (code: string) => admin.keys(`${target.config.redis!.keyPrefix}*${code}*`);
 
-it("a room without an ending record (opened before they existed) works as before and ends with the bare 404", async () => {
+it("a room without an ending record works as any other and ends with the bare 404", async () => {
   const { client } = target;
   const room = await client.pairedRoom();
   const record = (await roomKeys(room.code)).find((key) => key.endsWith(":ended"))!;

@@ -8,7 +8,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { E2eSession, newRoomKey } from "@duet/client";
 import { ENDPOINTS, MAX_PENDING_MESSAGES, MAX_TEXT_BYTES, OPERATION_IDS } from "@duet/protocol";
 
-/** The operations that are MCP tools (the self-test is not: it tests the HTTP path, not /mcp). */
+/** The operations that are MCP tools (the self-test too: a named probe, test/integration/mcp-bad-proxy.test.ts). */
 const TOOL_IDS = OPERATION_IDS.filter((id) => "tool" in ENDPOINTS[id]);
 import { startTarget, type RelayTarget } from "../support/targets";
 
@@ -56,7 +56,7 @@ async function ok(client: Client, name: string, args: Record<string, unknown> = 
 async function waitingRecvs(target: RelayTarget): Promise<number> {
   let total = 0;
   for (const node of target.nodes) {
-    const text = await (await fetch(`${node.url}/metrics`)).text();
+    const text = await (await fetch(`${node.metricsUrl}/metrics`)).text();
     const line = text.split("\n").find((l) => l.startsWith("duet_recv_waiting "));
     total += Number(line?.split(" ")[1] ?? 0);
   }
@@ -139,7 +139,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     await client.close();
     // Tokens, codes and texts travel in tool arguments: none of them reaches a log or /metrics.
     const metrics = (
-      await Promise.all(target.nodes.map(async (node) => (await fetch(`${node.url}/metrics`)).text()))
+      await Promise.all(target.nodes.map(async (node) => (await fetch(`${node.metricsUrl}/metrics`)).text()))
     ).join("");
     for (const secret of [opened.token, joined.token, opened.code, "hello from seat a"]) {
       expect(target.logs()).not.toContain(secret);

@@ -18,7 +18,7 @@ function samples(text: string): Map<string, number> {
 }
 
 const scrape = async (target: RelayTarget) => {
-  const reply = await target.client.call("GET", "/metrics", { node: 0 });
+  const reply = await target.client.metrics(0);
   expect(reply.status).toBe(200);
   return reply.text;
 };
@@ -33,7 +33,7 @@ describe("a relay on Redis, before any request", () => {
   });
   afterAll(() => target.close());
 
-  it("has every error code, every route with each status it can answer and every Redis connection at zero", async () => {
+  it("has every error code, every route with each status it can answer, every Redis connection and the store-full count at zero", async () => {
     const seen = samples(await scrape(target));
     const expected: string[] = ERROR_CODES.map((code) => `duet_errors_total{code="${code}"}`);
     // Every route the OpenAPI document describes (the endpoint table, the stream, the documents),
@@ -62,6 +62,8 @@ describe("a relay on Redis, before any request", () => {
         `duet_redis_reconnects_total{connection="${connection}"}`,
       );
     }
+    // A full Redis (an OOM reply) apart from an unreachable one.
+    expected.push("duet_store_full_total");
     // The scrape itself and the readiness checks of start-up are the only requests so far.
     const missing = expected.filter((series) => seen.get(series) !== 0);
     expect(missing).toEqual([]);

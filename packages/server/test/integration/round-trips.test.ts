@@ -1,7 +1,9 @@
 // Redis round trips per operation, counted by Redis itself (INFO commandstats) on a Redis
 // of this test's own. These are the figures in docs/redis.md §4.
 import { Redis } from "ioredis";
+import type { OperationId } from "@duet/protocol";
 import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
+import { TABLE, sampleCall, sampleRoom } from "../support/sample-calls";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 let redis: SpawnedRedis;
@@ -58,24 +60,14 @@ describe("Redis round trips per operation (rate limits off)", () => {
     );
   });
 
-  it("open, join, send, ack, status and close are one script call each", async () => {
+  it("every room call of the endpoint table is one script call", async () => {
     const { client } = target;
-    let code = "";
-    let a = "";
-    let b = "";
-    figures.open = await countDuring(async () => {
-      const opened = (await client.open()).body;
-      code = opened.code;
-      a = opened.token;
-    });
-    figures.join = await countDuring(async () => (b = (await client.join(code)).body.token));
-    let id = "";
-    figures.send = await countDuring(async () => (id = (await client.send(code, a, "hello")).body.id));
-    figures["recv (finds messages)"] = await countDuring(() => client.recv(code, b, 25_000));
-    figures.ack = await countDuring(() => client.ack(code, b, [id]));
-    figures.status = await countDuring(() => client.status(code, a));
-    figures.close = await countDuring(() => client.close(code, a));
-    for (const op of ["open", "join", "send", "recv (finds messages)", "ack", "status", "close"]) {
+    // Each call of the table on a room prepared for it (support/sample-calls.ts: recv finds
+    // a message, ack deletes it, close is refused for it), only the call itself counted.
+    for (const spec of TABLE.filter((spec) => spec.room)) {
+      const room = await sampleRoom(client, spec);
+      const op = spec.operationId;
+      figures[op] = await countDuring(() => sampleCall(client, op as OperationId, room));
       expect({ op, commands: total(figures[op]!) }).toEqual({ op, commands: 1 });
       expect(Object.keys(figures[op]!)[0]).toMatch(/^evalsha$|^eval$/);
     }

@@ -3,7 +3,10 @@
 // waiting recvs after one, and with REDIS_WRITE_ACK_REPLICAS answers a change only once a
 // replica has it (else 503, and the retry with the same idempotency key gets the same id).
 import { spawnSentinelTopology, type SpawnedSentinelTopology } from "@duet/testkit";
+import { once } from "node:events";
 import { Redis } from "ioredis";
+import { loadConfig } from "../../src/config";
+import { closeConnection, createRedisConnections } from "../../src/store/redis/connection";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -49,6 +52,43 @@ describe("relay on Sentinel", () => {
     expect(inbox.body.messages.map((m: { text: string }) => m.text)).toEqual(["before the failover"]);
     await topology.waitForReplicas(2);
   }, 60_000);
+
+  // ioredis ends a Sentinel connection for good when it is dropped while it asks a sentinel
+  // for the master (what its failover detector and the heartbeat do during a failover):
+  // every call then answered 503 until the relay restarted. The connection must come back.
+  it("a connection dropped while it asks Sentinel for the master connects again", async () => {
+    const { redis } = loadConfig({ REDIS_SENTINELS: topology.sentinels, REDIS_SENTINEL_NAME: topology.name });
+    const connections = createRedisConnections({ ...redis! });
+    const { commands } = connections;
+    commands.on("error", () => undefined);
+    try {
+      if (commands.status !== "ready") await once(commands, "ready");
+      // The first drop makes it reconnect; the second lands while it asks a sentinel.
+      const droppedWhileAsking = new Promise<void>((resolve) =>
+        commands.once("connecting", () => {
+          (commands as Redis).disconnect(true);
+          resolve();
+        }),
+      );
+      (commands as Redis).disconnect(true);
+      await droppedWhileAsking;
+      const statuses: string[] = [];
+      for (const status of ["end", "ready"]) commands.on(status, () => statuses.push(status));
+      // A guard against a hang, not a measure: the reconnect backoff is 100 ms.
+      let guard: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise((resolve) => commands.once("ready", resolve)),
+        new Promise((resolve) => (guard = setTimeout(resolve, 15_000))),
+      ]);
+      clearTimeout(guard);
+      // Before the fix: statuses ["end"], and the connection stayed ended.
+      expect({ now: commands.status, statuses }).toEqual({ now: "ready", statuses: expect.arrayContaining(["ready"]) });
+      expect(await commands.ping()).toBe("PONG");
+    } finally {
+      connections.stop();
+      await Promise.all([connections.commands, connections.subscriber].map(closeConnection));
+    }
+  }, 30_000);
 
   it("a recv waiting through a hung master (SIGSTOP) gets a message sent after the failover", async () => {
     const { client } = target;

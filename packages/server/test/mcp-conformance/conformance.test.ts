@@ -2,8 +2,8 @@
 // /mcp on the in-process store and on Redis: every active server scenario, with the ones
 // that test features duet does not have listed in expected-failures.yml (the suite's own
 // baseline, which also fails when one of them starts to pass). The suite needs Node >= 22:
-// jest.config.cjs collects this file only there (the Node 24 pass of CI); run it alone with
-// `pnpm --filter @duet/server test:mcp-conformance` under Node 24.
+// jest.config.cjs collects this file only there (the pinned Node 26); run it alone with
+// `pnpm --filter @duet/server test:mcp-conformance` on the pinned runtime.
 import { execFile } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

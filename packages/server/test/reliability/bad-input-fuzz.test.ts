@@ -4,26 +4,24 @@
 // refusal is the documented {"error","message"} with a code and status from the catalogue.
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import fc from "fast-check";
-import { ERRORS } from "@duet/protocol";
+import { ENDPOINTS as TABLE_ENDPOINTS, ERRORS, type EndpointSpec, OPERATION_IDS, waits } from "@duet/protocol";
 import type { TestClient } from "../support/http-client";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 const RUNS = Number(process.env.DUET_FUZZ_RUNS ?? 300);
 
-const ENDPOINTS = [
-  ["POST", "/v1/open"],
-  ["POST", "/v1/join"],
-  ["POST", "/v1/send"],
-  ["GET", "/v1/recv"],
-  ["POST", "/v1/ack"],
-  ["GET", "/v1/status"],
-  ["POST", "/v1/close"],
-  ["GET", "/v1/stats"],
+/** A call of the table that holds its answer with no input at all (the self-test's default wait): left out. */
+const holdsWhenBare = (spec: EndpointSpec) => waits(spec) && spec.input?.required === false;
+const TABLE = OPERATION_IDS.map((id) => TABLE_ENDPOINTS[id] as EndpointSpec);
+
+/** Every call of the endpoint table, then the paths outside it (documents, the join page, no route). */
+const ENDPOINTS: (readonly [string, string])[] = [
+  ...TABLE.filter((spec) => !holdsWhenBare(spec)).map((spec) => [spec.method, spec.path] as const),
   ["GET", "/v1/api"],
   ["GET", "/v1/openapi.json"],
   ["GET", "/join/CODE"],
   ["GET", "/v1/nope"],
-] as const;
+];
 
 interface Room {
   code: string;
@@ -54,6 +52,17 @@ const weirdString = fc.oneof(
 );
 const anyJson = fc.oneof(fc.jsonValue({ maxDepth: 3 }), weirdString, fc.constantFrom(null, true, 0, -1, 1e308, [], {}));
 
+/** The body fields of the table's calls. */
+const BODY_FIELDS = [
+  ...new Set(TABLE.flatMap((spec) => (spec.input?.in === "body" ? Object.keys(spec.input.schema.shape) : []))),
+];
+/** Values near a field's own rules, besides any JSON; a field not named here gets any JSON. */
+const FIELD_VALUES: Record<string, fc.Arbitrary<unknown>> = {
+  code: fc.oneof(fc.constant("VALID"), anyJson),
+  idempotency_key: fc.oneof(ascii(130), fc.constantFrom("", "k\u0000", "ключ", "a".repeat(129)), anyJson),
+  ids: fc.oneof(fc.array(anyJson, { maxLength: 70 }), anyJson),
+};
+
 /** A request: what to change from a well-formed call. */
 const requestArb = fc.record({
   endpoint: fc.constantFrom(...ENDPOINTS),
@@ -65,15 +74,12 @@ const requestArb = fc.record({
   auth: fc.constantFrom("valid", "none", "random", "bearer-random", "basic", "empty-bearer", "two-tokens"),
   authRandom: ascii(60),
   bodyKind: fc.constantFrom("fields", "json", "bytes", "truncated", "empty", "deep", "array", "duplicate-keys"),
+  // Every body field of the table (any JSON, or values near its own rules), and one it has not.
   fields: fc.record(
     {
-      code: fc.oneof(fc.constant("VALID"), anyJson),
-      text: anyJson,
-      idempotency_key: fc.oneof(ascii(130), fc.constantFrom("", "k\u0000", "ключ", "a".repeat(129)), anyJson),
-      ids: fc.oneof(fc.array(anyJson, { maxLength: 70 }), anyJson),
-      force: anyJson,
+      ...Object.fromEntries(BODY_FIELDS.map((name) => [name, FIELD_VALUES[name] ?? anyJson])),
       extra: anyJson,
-    },
+    } as Record<string, fc.Arbitrary<unknown>>,
     { requiredKeys: [] },
   ),
   json: anyJson,

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Prints the failover soak's figures (results/redis-failover.json, written by
-// `DUET_SOAK=1 npx jest test/reliability/redis-failover.test.ts`) as a Markdown table.
+// `DUET_SOAK=1 pnpm exec jest test/reliability/redis-failover.test.ts`) as a Markdown table.
 // Usage: node test/reliability/failover-table.mjs [figures.json]
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -17,7 +17,7 @@ const rows = Object.entries(arms).map(([name, arm]) => {
   const kinds = Object.entries(arm.kinds)
     .map(([kind, count]) => `${count} ${kind}`)
     .join(", ");
-  return `| ${topologyOf(name)} | ${ackOf(name)} | ${arm.failovers} (${kinds}) | ${n(arm.acknowledgedSends)} | **${n(arm.lost)}** | ${n(arm.duplicates)} | ${n(arm.acksUndone)} | ${n(arm.idsReused)} | ${n(arm.hungPastWaitPlus2s)} | ${n(arm.status5xxOther)} | ${n(arm.status503)} | ${n(arm.promoteMsMedian)} | ${n(arm.firstSuccessAfterPromotionMsMedian)} / ${n(arm.firstSuccessAfterPromotionMsMax)} |`;
+  return `| ${topologyOf(name)} | ${ackOf(name)} | ${arm.failovers} (${kinds}) | ${n(arm.acknowledgedSends)} | **${n(arm.lost)}** | ${n(arm.duplicates)} | ${n(arm.acksUndone)} | ${n(arm.idsReused)} | ${n(arm.hungPastBound ?? arm.hungPastWaitPlus2s)} | ${n(arm.status5xxOther)} | ${n(arm.status503)} | ${n(arm.promoteMsMedian)} | ${n(arm.firstSuccessAfterPromotionMsMedian)} / ${n(arm.firstSuccessAfterPromotionMsMax)} |`;
 });
 
 console.log(

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Prints the partition soak's figures (results/network-partitions.json, written by
-// `DUET_SOAK=1 npx jest test/reliability/network-partitions.test.ts`) as a Markdown table.
+// `DUET_SOAK=1 pnpm exec jest test/reliability/network-partitions.test.ts`) as a Markdown table.
 // Usage: node test/reliability/partition-table.mjs [figures.json]
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";

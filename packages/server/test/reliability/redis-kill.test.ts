@@ -1,7 +1,7 @@
 // Redis SIGKILLed and restarted on the same port five times under steady traffic, with
 // append-only persistence (appendfsync always, then everysec). Several clients in several
 // rooms send with idempotency keys and retry unknown outcomes; the history checker then
-// counts acknowledged sends lost, duplicates and requests hung past wait + 2 s.
+// counts acknowledged sends lost, duplicates and requests hung past wait + HUNG_MARGIN_MS (support/history.ts).
 // DUET_SOAK=1 runs more rooms, messages and kills.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -115,7 +115,7 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
         undoneByKillExamples: result.undoneByKillExamples,
         duplicates: result.duplicates,
         redeliveredAfterAck: result.redeliveredAfterAck,
-        hungPastWaitPlus2s: result.hung,
+        hungPastBound: result.hung,
         hungExamples: result.hungExamples,
         eventLoopDelayP99Ms: Math.round(loopDelay.percentile(99) / 1e6),
         eventLoopDelayMaxMs: Math.round(loopDelay.max / 1e6),

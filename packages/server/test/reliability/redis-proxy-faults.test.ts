@@ -6,7 +6,7 @@ import { checkHistory, History, isHung, type Operation } from "../support/histor
 import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy";
 import { startTarget, type RelayTarget } from "../support/targets";
-import { median, openRoomWithRetry, percentile, runRoomWorkload } from "../support/workload";
+import { asClient, median, openRoomWithRetry, percentile, runRoomWorkload } from "../support/workload";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const COMMAND_TIMEOUT_MS = 1000;
@@ -43,8 +43,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     const probeRoom = await openRoomWithRetry(client, Date.now() + 10_000);
     const blackholeMs = 10_000;
     // A hang guard only: the traffic ends when every message is sent and received (about
-    // 30 s). At a load average of 25 a 60 s deadline cut it after 402 of 1,200 sends, and
-    // the last sends acknowledged before the cut were counted as never received.
+    // 30 s); a send the guard cut off is reported unverified, not lost (history.ts).
     const deadline = Date.now() + 150_000;
     // Steady traffic in the rooms, plus a prober doing every kind of call.
     const traffic = Promise.all(
@@ -98,14 +97,20 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     proxy.resume();
     const resumedAt = Date.now();
     const resumedAtHistory = history.now();
-    // Recovery: the first send that succeeds after Redis returns.
+    // Recovery: the first send that succeeds after Redis returns, less the time this
+    // process's event loop was held meanwhile (the relays run in it: their timers wait too).
     let recoveredInMs = Infinity;
-    for (let attempt = 0; Date.now() - resumedAt < 10_000; await sleep(25)) {
+    let stalledMs = 0;
+    // Probed for 10 s of the relay's own time (stalls not counted), 120 s at most.
+    const probedFor = () => history.now() - resumedAtHistory - history.stalls.within(resumedAtHistory, history.now());
+    for (let attempt = 0; probedFor() < 10_000 && Date.now() - resumedAt < 120_000; await sleep(25)) {
       const reply = await client
         .send(probeRoom.code, probeRoom.a, `probe ${attempt++}`, `probe-${attempt}`)
         .catch(() => undefined);
       if (reply?.status === 200) {
-        recoveredInMs = Date.now() - resumedAt;
+        const at = history.now();
+        stalledMs = history.stalls.within(resumedAtHistory, at);
+        recoveredInMs = at - resumedAtHistory - stalledMs;
         break;
       }
     }
@@ -131,9 +136,10 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       median503Ms: median(failDurations),
       p99_503Ms: percentile(failDurations, 99),
       max503Ms: Math.max(...failDurations),
-      hungPastWaitPlus2s: hung.length,
+      hungPastBound: hung.length,
       unexpectedStatuses: unexpected.length,
       recoveredInMs,
+      stalledMs,
       acknowledgedSends: result.acknowledgedSends,
       lost: result.lost,
       duplicates: result.duplicates,
@@ -144,10 +150,16 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     ).toEqual([]);
     expect(unexpected.map((o) => `${o.label ?? o.kind} ${o.status} ${o.error}`)).toEqual([]);
     expect(statuses.get(503) ?? 0).toBeGreaterThan(0);
-    // The heartbeat (1 s) finds the dead connection and the reconnect follows: about 1 s on a
-    // quiet machine, 2.6 s at a load average of 11 in CI. Without them a node waits for TCP's
-    // retransmission backoff (5 s and more) or longer: that is what this bound catches.
-    expect(recoveredInMs).toBeLessThan(4000);
+    // The bound is the feature (docs/reliability.md): a dropped connection is remade at
+    // once, and a set-up that Redis does not answer is dropped after 1 s of silence and
+    // tried again within 1 s (the reconnect backoff's cap), so a node serves again within
+    // about 2 s of Redis returning (36-76 ms typically: a set-up held in the black hole
+    // completes as soon as the bytes flow). Without the heartbeat a node waits for TCP's
+    // retransmission backoff: 5 s and more.
+    if (recoveredInMs >= 4000)
+      throw new Error(
+        `first send served ${Math.round(recoveredInMs)} ms after Redis returned (event-loop stalls of ${Math.round(stalledMs)} ms not counted): the heartbeat or the reconnect did not act (bound 4,000 ms)`,
+      );
     expect(result.violations).toEqual([]);
   }, 200_000);
 
@@ -161,7 +173,8 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     const keyed = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, deadline)));
     const unkeyed = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, deadline)));
     const admin = new Redis(redis.url);
-    const statsBefore = (await client.stats()).body;
+    // Read as a client would: a 503 (Redis's connection just reset) is retried after Retry-After.
+    const statsBefore = (await asClient(() => client.stats())).body;
     let resetting = true;
     let resets = 0;
     const resetter = (async () => {
@@ -193,7 +206,9 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     await traffic;
     resetting = false;
     await resetter;
-    const statsAfter = (await client.stats()).body;
+    const statsReply = await asClient(() => client.stats());
+    expect(statsReply.status).toBe(200);
+    const statsAfter = statsReply.body;
     admin.disconnect();
 
     const result = checkHistory(history);
@@ -369,6 +384,8 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       rooms.map((room) => runRoomWorkload(room, { client, history, messagesPerSeat: 8, recvWaitMs: 1000, deadline })),
     );
     const slow = checkHistory(history);
+    const slowCalls = history.operations.length;
+    const slow503 = history.operations.filter((o) => o.status === 503).length;
     const slowSends = history.operations
       .filter((o) => o.kind === "send" && o.outcome === "ok")
       .map((o) => o.endedAt - o.startedAt);
@@ -390,7 +407,11 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
 
     const figures = {
       latency300: {
+        calls: slowCalls,
+        answered503: slow503,
+        share503: Number((slow503 / slowCalls).toFixed(3)),
         acknowledgedSends: slow.acknowledgedSends,
+        unverified: slow.unverified,
         lost: slow.lost,
         duplicates: slow.duplicates,
         hung: slow.hung,
@@ -400,9 +421,12 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       recoveredSend,
     };
     console.log(`FIGURES redis-latency ${JSON.stringify(figures)}`);
+    // Loss and unavailability apart: a violation names which (history.ts).
     expect(slow.violations).toEqual([]);
     expect(slow.acknowledgedSends).toBe(3 * 2 * 8);
-    expect(probes.every((p) => p.status === 503 && p.ms < COMMAND_TIMEOUT_MS + 1000)).toBe(true);
+    // The bound is the feature: a store call answers 503 within twice the timeout at most
+    // (docs/reliability.md), plus the HTTP round trip.
+    expect(probes.filter((p) => p.status !== 503 || p.ms >= 2 * COMMAND_TIMEOUT_MS + 500)).toEqual([]);
     expect(recoveredSend).toBe(200);
   }, 90_000);
 });

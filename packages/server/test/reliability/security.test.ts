@@ -5,7 +5,7 @@
 // codes against the join rate limit is worked out in docs/security.md.
 import { connect, type Socket } from "node:net";
 import { Redis } from "ioredis";
-import { MAX_BODY_BYTES, MAX_TEXT_BYTES } from "@duet/protocol";
+import { ENDPOINTS, type EndpointSpec, MAX_BODY_BYTES, MAX_TEXT_BYTES, OPERATION_IDS } from "@duet/protocol";
 import { hashSeatToken, mintSeatToken, tokenHashesEqual } from "../../src/store/credentials";
 import { startTarget, type RelayTarget } from "../support/targets";
 import { median } from "../support/workload";
@@ -83,7 +83,7 @@ describe("a canary token", () => {
     await keep(client.ack(room.code, canary, [canary]));
     await keep(client.call("POST", "/v1/close", { body: { code: room.code, force: canary }, token: canary }));
     await keep(client.stats());
-    const metrics = await client.call("GET", "/metrics");
+    const metrics = await client.metrics();
     await sleep(100); // the last log lines land
     const logs = target.logs();
     expect(logs.length).toBeGreaterThan(1000);
@@ -305,7 +305,12 @@ describe("limits and slow senders", () => {
       Buffer.from([0xc3, 0x28, 0xff]),
       Buffer.from('"}'),
     ]);
-    for (const path of ["/v1/open", "/v1/join", "/v1/send", "/v1/ack", "/v1/close"]) {
+    // Every call of the endpoint table that takes a JSON body.
+    const bodyPaths = OPERATION_IDS.map((id) => ENDPOINTS[id] as EndpointSpec)
+      .filter((spec) => spec.input?.in === "body")
+      .map((spec) => spec.path);
+    expect(bodyPaths).toContain("/v1/send");
+    for (const path of bodyPaths) {
       const reply = await client.call("POST", path, {
         rawBody: bad,
         token: room.a,

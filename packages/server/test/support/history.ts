@@ -2,7 +2,8 @@
 // Concurrent clients record every call as ok (the server answered 2xx), fail (a definite
 // refusal: 4xx, nothing happened) or unknown (503, timeout, reset, node gone: it may or may
 // not have happened). The checker then verifies, from the client's view alone:
-//   - every send that returned an id is received (by id, with its text) before it is acked, or its room ended;
+//   - every send that returned an id is returned by each recv of its reader that starts after
+//     it, until acked (or its room ended); one no later recv could return is unverified;
 //   - no message is delivered again after its ack completed, and no id names two messages;
 //   - all sends with one idempotency key resolve to one id, and one text is stored once;
 //   - order within a direction holds;
@@ -29,6 +30,8 @@ export interface Operation {
   /** HTTP status, or 0 when no answer came (reset, timeout, refused). */
   status: number;
   error?: string;
+  /** The error's message, as the relay gave it (tells one cause of a 503 from another). */
+  message?: string;
   startedAt: number;
   endedAt: number;
   /** A name for calls outside the workload (probes). */
@@ -116,8 +119,15 @@ export interface CheckResult {
   violations: string[];
   /** Sends answered with an id. */
   acknowledgedSends: number;
-  /** Acknowledged sends never received (the headline "lost" figure), counted by text. */
+  /** Acknowledged sends missing from a recv of their reader that started after them (the headline "lost" figure). */
   lost: number;
+  /**
+   * Acknowledged sends never received and never missing either: no successful recv of their
+   * reader started after them. A sign of unavailability (or a workload cut short), not of
+   * loss; a violation all the same (its message says which), since the workload was meant
+   * to read everything.
+   */
+  unverified: number;
   /** Of lost and redeliveredAfterAck: those a kill explains (only with options.kills). */
   undoneByKill: number;
   /** The first of them (up to 10), to read. */
@@ -154,9 +164,18 @@ export interface CheckOptions {
   kills?: { issuedAt: number; restartedAt: number }[];
 }
 
+/**
+ * The longest a call may take beyond its wait, as docs/reliability.md ("No request hangs")
+ * bounds it with the settings the fault tests use: a store call waits on while Redis's
+ * replies keep coming, up to twice REDIS_COMMAND_TIMEOUT_MS (1 s), plus the write-ack WAIT
+ * (REDIS_WRITE_ACK_TIMEOUT_MS, 0.5 s), plus up to 0.5 s for the request limit's lease on a
+ * node holding no token for the caller. A call slower than that hung.
+ */
+export const HUNG_MARGIN_MS = 2 * 1000 + 500 + 500;
+
 export function checkHistory(history: History, options: CheckOptions = {}): CheckResult {
   const ops = history.operations;
-  const margin = options.hungMarginMs ?? 2000;
+  const margin = options.hungMarginMs ?? HUNG_MARGIN_MS;
   const violations: string[] = [];
   const violate = (message: string) => violations.length < 50 && violations.push(message);
 
@@ -384,12 +403,33 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   }
 
   // ---- loss ----------------------------------------------------------------------------
+  // Loss is a recv that should have returned an acknowledged send and did not: the peer's
+  // successful recv started after the send was answered (recv returns every pending message,
+  // docs/protocol.md §6.2). A send that no later recv could have returned (its reader gave up
+  // on 503s, or the workload's guard ended first) is unverified: unavailability, not loss.
+  const readsBy = new Map<string, Operation[]>();
+  for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
+    const reader = `${op.room}|${op.seat}`;
+    readsBy.set(reader, [...(readsBy.get(reader) ?? []), op]);
+  }
   let lost = 0;
+  let unverified = 0;
   for (const sent of okSends.values()) {
     const key = `${sent.room}|${sent.id}`;
     if (receivedTexts.has(`${key}|${sent.text}`) || options.endedRooms?.has(sent.room)) continue;
-    const description = `acknowledged send ${key} (${sent.text.slice(0, 60)}) never received`;
-    undone(description, sent.op.startedAt, sent.op.endedAt, Infinity, () => {});
+    const reader = `${sent.room}|${sent.op.seat === "a" ? "b" : "a"}`;
+    const witness = (readsBy.get(reader) ?? [])
+      .filter((read) => read.startedAt > sent.op.endedAt)
+      .sort((x, y) => x.startedAt - y.startedAt)[0];
+    if (!witness) {
+      unverified++;
+      violate(
+        `acknowledged send ${key} (${sent.text.slice(0, 60)}) unverified: no recv of its reader succeeded after it was answered (unavailability, not loss)`,
+      );
+      continue;
+    }
+    const description = `acknowledged send ${key} (${sent.text.slice(0, 60)}) missing from a recv started ${Math.round(witness.startedAt - sent.op.endedAt)} ms after it was answered`;
+    undone(description, sent.op.startedAt, sent.op.endedAt, witness.startedAt, () => {});
     lost++;
   }
 
@@ -413,6 +453,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     violations,
     acknowledgedSends: okSends.size,
     lost,
+    unverified,
     undoneByKill,
     undoneByKillExamples,
     duplicates,
@@ -434,7 +475,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
 export function isHung(
   history: History,
   op: Pick<Operation, "startedAt" | "endedAt" | "waitMs">,
-  margin = 2000,
+  margin = HUNG_MARGIN_MS,
 ): boolean {
   return op.endedAt - op.startedAt - history.stalls.within(op.startedAt, op.endedAt) > (op.waitMs ?? 0) + margin;
 }

@@ -26,7 +26,19 @@ export interface CallOptions {
 export class TestClient {
   private turn = 0;
 
-  constructor(readonly baseUrls: string[]) {}
+  /** @param metricsUrls each node's metrics listener (RunningRelay.metricsUrl), by the same index. */
+  constructor(
+    readonly baseUrls: string[],
+    readonly metricsUrls: string[] = [],
+  ) {}
+
+  /** GET /metrics on a node's metrics listener (never the public port, which answers 404). */
+  async metrics(node = 0): Promise<{ status: number; text: string; headers: Headers }> {
+    const base = this.metricsUrls[node % this.baseUrls.length];
+    if (!base) throw new Error(`node ${node} has no metrics listener`);
+    const response = await fetch(`${base}/metrics`);
+    return { status: response.status, text: await response.text(), headers: response.headers };
+  }
 
   nodeUrl(index?: number): string {
     return this.baseUrls[(index ?? this.nextTurn()) % this.baseUrls.length]!;

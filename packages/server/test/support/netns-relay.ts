@@ -91,11 +91,13 @@ export async function startNetRelay(net: TestNetwork, host: string, env: Record<
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    for (const deadline = Date.now() + 20_000; !existsSync(socket); await new Promise((r) => setTimeout(r, 50))) {
+    for (const deadline = Date.now() + 90_000; !existsSync(socket); await new Promise((r) => setTimeout(r, 50))) {
       if (child.exitCode !== null || Date.now() > deadline)
         throw new Error(`relay on ${host} did not start:\n${lines.join("\n")}`);
     }
-    await waitUntilReady(url);
+    await waitUntilReady(url).catch((error: Error) => {
+      throw new Error(`${error.message}; its last lines:\n${lines.slice(-30).join("\n")}`);
+    });
   } catch (error) {
     await stop();
     throw error;

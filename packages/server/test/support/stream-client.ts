@@ -141,6 +141,6 @@ function parseNdjson(line: string): StreamEvent | undefined {
 
 /** The node's open streams, from its /metrics. */
 export async function openStreamsOn(client: TestClient, node = 0): Promise<number> {
-  const text = await (await fetch(new URL("/metrics", client.nodeUrl(node)))).text();
+  const { text } = await client.metrics(node);
   return Number(/^duet_streams_open (\d+)/m.exec(text)?.[1] ?? Number.NaN);
 }

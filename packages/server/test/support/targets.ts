@@ -17,7 +17,7 @@ export type { TargetKind } from "./selection";
 
 /**
  * Targets the whole behaviour suite runs on: every one, or those DUET_TARGETS names
- * (`DUET_TARGETS=memory npx jest test/behaviour/rooms.test.ts`). A test that names its
+ * (`DUET_TARGETS=memory pnpm exec jest test/behaviour/rooms.test.ts`). A test that names its
  * kinds (`forEachTarget(body, { kinds: ["redis"] })`) runs on those whatever DUET_TARGETS says.
  */
 export const BEHAVIOUR_TARGETS: TargetKind[] = selectedTargets();
@@ -61,6 +61,9 @@ export interface RelayTarget {
 const TEST_DEFAULTS: Record<string, string> = {
   HOST: "127.0.0.1",
   PORT: "0",
+  METRICS_PORT: "0",
+  // Tests read a count right after the change they count; the cache has its own test.
+  METRICS_CACHE_MS: "0",
   RATE_LIMIT_REQUESTS: "0",
   RATE_LIMIT_ROOMS: "0",
   ROOMS_PER_IP: "0",
@@ -116,7 +119,10 @@ export async function startTarget(kind: TargetKind, env: Record<string, string> 
   await Promise.all(nodes.map((node) => waitUntilReady(node.url)));
   return {
     kind,
-    client: new TestClient(nodes.map((node) => node.url)),
+    client: new TestClient(
+      nodes.map((node) => node.url),
+      nodes.map((node) => node.metricsUrl ?? ""),
+    ),
     config,
     nodes,
     logs: () => lines.join(""),
@@ -124,12 +130,17 @@ export async function startTarget(kind: TargetKind, env: Record<string, string> 
   };
 }
 
-export async function waitUntilReady(url: string): Promise<void> {
-  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 25))) {
+/**
+ * Waits for /readyz to answer 200: the relay is up and its store answers. The bound only
+ * guards a relay that never gets there (loading the relay takes a second on an idle machine
+ * and far longer on a busy one); it measures nothing.
+ */
+export async function waitUntilReady(url: string, guardMs = 90_000): Promise<void> {
+  for (const deadline = Date.now() + guardMs; Date.now() < deadline; await new Promise((r) => setTimeout(r, 25))) {
     const response = await fetch(`${url}/readyz`).catch(() => undefined);
     if (response?.status === 200) return;
   }
-  throw new Error(`relay at ${url} never became ready`);
+  throw new Error(`relay at ${url} never became ready within ${guardMs} ms`);
 }
 
 const MAIN_JS = join(__dirname, "../../dist/main.js");
@@ -142,7 +153,7 @@ async function startProcessTarget(env: Record<string, string>): Promise<RelayTar
   return {
     kind: "process",
     process: relay.child,
-    client: new TestClient([relay.url]),
+    client: new TestClient([relay.url], [relay.metricsUrl ?? ""]),
     config: loadConfig(env),
     nodes: [],
     logs: relay.logs,
@@ -161,8 +172,8 @@ export function forEachTarget(
 ) {
   describe.each(options.kinds ?? BEHAVIOUR_TARGETS)("on %s", (kind) => {
     let target: RelayTarget | undefined;
-    // Starting a target is not what is tested: on CI's loaded cores, at nice 10, a relay
-    // process took over 20 s to load (the start-up guard is 60 s, testkit's spawnRelay).
+    // Starting a target is not what is tested: its bound guards a relay that never starts
+    // (the process's own guard is testkit's spawnRelay), it measures nothing.
     beforeAll(async () => {
       target = await startTarget(kind, options.env);
     }, TARGET_START_MS);

@@ -59,6 +59,7 @@ async function timedCall(
     outcome: History.outcomeOf(status),
     status,
     error: error ?? reply?.body?.error,
+    message: reply?.body?.message,
     startedAt,
     endedAt: history.now(),
   };

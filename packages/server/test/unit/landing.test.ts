@@ -102,6 +102,25 @@ describe("downloads: the CLI bundle and the skill", () => {
     expect(changed.status).toBe(200);
   });
 
+  it("serves each file gzip or br when Accept-Encoding asks, with its own ETag, and 304 for that one", async () => {
+    const app = appWith(publicDir);
+    // supertest asks for gzip unless told otherwise.
+    const plain = await request(app).get("/v1/cli/duet.cjs").set("Accept-Encoding", "identity");
+    expect(plain.headers["content-encoding"]).toBeUndefined();
+    for (const encoding of ["gzip", "br"]) {
+      const reply = await request(app).get("/v1/cli/duet.cjs").set("Accept-Encoding", encoding);
+      expect(reply.headers["content-encoding"]).toBe(encoding);
+      expect(reply.headers.vary).toMatch(/Accept-Encoding/);
+      expect(reply.text).toBe(plain.text); // supertest decompresses
+      expect(reply.headers.etag).toBe(`${plain.headers.etag!.slice(0, -1)}-${encoding}"`);
+      const again = await request(app)
+        .get("/v1/cli/duet.cjs")
+        .set("Accept-Encoding", encoding)
+        .set("If-None-Match", reply.headers.etag!);
+      expect(again.status).toBe(304);
+    }
+  });
+
   it("a relay built without the files answers a JSON 404 that says so, and serves the rest as usual", async () => {
     const missing = join(publicDir, "no-such-dir");
     const app = appWith(missing);
@@ -172,6 +191,33 @@ describe("the served CLI defaults to the relay that served it", () => {
     expect(again.status).toBe(304);
     const elsewhere = await served(app, "relay-two.test").set("If-None-Match", one.headers.etag!);
     expect(elsewhere.status).toBe(200);
+  });
+
+  it("built from the request it is private to the client; forwarded headers count only from a trusted proxy, rightmost", async () => {
+    const app = (env: Record<string, string>) =>
+      createApp({
+        config: loadConfig({ RATE_LIMIT_REQUESTS: "0", RATE_LIMIT_ROOMS: "0", ...env }),
+        store: new MemoryRoomStore({ idleMs: 60_000, maxMs: 60_000 }),
+        logger: createLogger("silent"),
+        publicDir: bundleDir,
+      });
+    const poisoned = (target: ReturnType<typeof appWith>) =>
+      served(target, "relay.test")
+        .set("X-Forwarded-Host", "evil.example, real.example")
+        .set("X-Forwarded-Proto", "http, https");
+    const direct = await poisoned(app({}));
+    expect(direct.body).toContain('var SERVED_FROM = "http://relay.test";');
+    expect(direct.headers["cache-control"]).toBe("private, max-age=300");
+    // supertest connects from loopback: TRUST_PROXY=loopback trusts it as the proxy in front.
+    const proxied = await poisoned(app({ TRUST_PROXY: "loopback" }));
+    expect(proxied.body).toContain('var SERVED_FROM = "https://real.example";');
+    expect(proxied.headers["cache-control"]).toBe("private, max-age=300");
+    const fixed = await poisoned(app({ TRUST_PROXY: "loopback", PUBLIC_URL: BASE }));
+    expect(fixed.body).toContain(`var SERVED_FROM = ${JSON.stringify(BASE)};`);
+    expect(fixed.headers["cache-control"]).toBe("public, max-age=300");
+    for (const reply of [direct, proxied, fixed]) expect(reply.body).not.toContain("evil.example");
+    // The skill prints no URL: public either way.
+    expect((await request(app({})).get("/v1/skill.md")).headers["cache-control"]).toBe("public, max-age=300");
   });
 });
 

@@ -3,15 +3,16 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { MAX_PENDING_BYTES } from "@duet/protocol";
+import { ENDPOINTS, type EndpointSpec, MAX_PENDING_BYTES, OPERATION_IDS } from "@duet/protocol";
+import { operationList, callTable } from "@duet/protocol/endpoint-docs";
 import { fillTemplate, renderRecipe } from "../../src/http/recipe";
 
 const TEMPLATE = readFileSync(join(__dirname, "../../src/http/recipe.md"), "utf8");
 const settings = { baseUrl: "https://relay.example", idleMinutes: 30, maxMinutes: 30, endingKeepSeconds: 600 };
 
 describe("the recipe", () => {
-  it("is the template filled in (snapshot)", () => {
-    expect(renderRecipe(settings)).toMatchSnapshot();
+  it("is the template filled in (snapshot; what the endpoint table renders into it left out)", () => {
+    expect(withoutTableLists(renderRecipe(settings))).toMatchSnapshot();
   });
 
   it("leaves no placeholder, and refuses one it has no value for", () => {
@@ -44,4 +45,34 @@ describe("the recipe", () => {
     }
     expect(recipe).toContain(`claude mcp add --transport http duet '${base.replace("'", "'\\''")}/mcp'`);
   });
+
+  it("lists every call of the endpoint table, says which need the token, and names every MCP tool, from the table", () => {
+    const recipe = renderRecipe(settings);
+    expect(recipe).toContain(`## The calls\n\n${callTable()}\n`);
+    const specs = OPERATION_IDS.map((id) => ENDPOINTS[id] as EndpointSpec);
+    const tokenLine = recipe.split("\n").find((line) => line.endsWith("need `Authorization: Bearer <token>`."))!;
+    expect(tokenLine).toBe(
+      `- The seat calls (${specs
+        .filter((spec) => spec.auth === "bearer")
+        .map((spec) => spec.operationId)
+        .join(", ")}) and the stream need \`Authorization: Bearer <token>\`.`,
+    );
+    const mcp = recipe.slice(recipe.indexOf("## MCP"), recipe.indexOf("## Other endpoints"));
+    for (const spec of specs.filter((s) => s.tool))
+      expect({ tool: spec.operationId, named: mcp.includes(`\`${spec.operationId}\``) }).toEqual({
+        tool: spec.operationId,
+        named: true,
+      });
+  });
 });
+
+/**
+ * The recipe without the lists the endpoint table renders into it (the test above holds them),
+ * so that a new entry of the table leaves the snapshot as it is.
+ */
+function withoutTableLists(recipe: string): string {
+  return recipe
+    .replace(`## The calls\n\n${callTable()}\n`, "## The calls\n\n{{calls}}\n")
+    .replace(`The seat calls (${operationList("bearer")})`, "The seat calls ({{seat_calls}})")
+    .replace(`${operationList("tools:and:code")}, with the same rooms`, "{{tools}}, with the same rooms");
+}

@@ -11,7 +11,8 @@ const KEY = "203.0.113.7";
 
 function call(guard: ReturnType<typeof slowReaders>, leftInSocket: number) {
   const socket = { writableLength: leftInSocket, destroy: jest.fn() };
-  const res = Object.assign(new EventEmitter(), { socket }) as unknown as Response & EventEmitter;
+  // As Express's response, it knows its request (res.req): the guard reads the client from it.
+  const res = Object.assign(new EventEmitter(), { socket, req }) as unknown as Response & EventEmitter;
   const next = jest.fn();
   guard(req, res, next);
   return { res, socket, next, refused: () => next.mock.calls[0]?.[0] as ApiError | undefined };

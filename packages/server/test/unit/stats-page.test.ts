@@ -2,6 +2,7 @@
 // itself (the operator watching it sees the outage and its end), while machines keep the
 // JSON error of every endpoint.
 import request from "supertest";
+import { createMetricsServer } from "../../src/metrics-listener";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { apiError } from "../../src/errors";
@@ -30,7 +31,7 @@ it("a browser gets a 503 page that says the store does not answer and reloads it
   expect(page.headers["retry-after"]).toBe("10");
   expect(page.text).toContain('<meta http-equiv="refresh" content="10">');
   expect(page.text).toContain("store does not answer");
-  const metrics = await request(app).get("/metrics");
+  const metrics = await request(createMetricsServer(app.locals.metrics.registry, 0)).get("/metrics");
   expect(metrics.text).toContain('duet_errors_total{code="unavailable"} 1');
 });
 

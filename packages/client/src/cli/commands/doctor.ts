@@ -29,10 +29,10 @@ export function registerDoctor(program: Command, cli: Cli): void {
       try {
         report = await client.selftest({ waitMs: doctorOptions.wait, signal: cli.io.interrupt });
       } catch (error) {
-        // A relay from before the self-test: say so, not "the room is unknown".
+        // No self-test at that address (not a duet relay): say so, not "the room is unknown".
         if (error instanceof DuetError && (error.code === "not_found" || error.code === "method_not_allowed"))
           throw new CliError(
-            `The relay at ${client.baseUrl} has no self-test (GET /v1/selftest answered ${error.status}): it predates it, or this is not a duet relay.`,
+            `The relay at ${client.baseUrl} has no self-test (GET /v1/selftest answered ${error.status}): is this the address of a duet relay?`,
             EXIT.not_found,
             "not_found",
           );

@@ -1,5 +1,5 @@
 // duet watch: prints messages as they arrive, acking each once printed, until Ctrl-C,
-// --count or --timeout.
+// --count, --timeout or the room's end.
 import { MAX_WAIT_MS } from "@duet/protocol";
 import { type Command, Option } from "commander";
 import { DuetE2eError } from "../../encrypted-room.js";
@@ -76,8 +76,12 @@ export function registerWatch(program: Command, cli: Cli): void {
           ),
         ));
       } catch (error) {
-        // The peer closing the room is how a conversation ends: not a failure of watch.
+        // The peer closing the room is how a conversation ends: not a failure of watch (exit 0,
+        // docs/cli.md). With --json the ending is the last line on stdout, with the fields the
+        // relay gave (docs/protocol.md §16); "gone" when it no longer says how (as a stream's end).
         if (error instanceof DuetError && error.code === "not_found") {
+          if (cli.json)
+            cli.print(JSON.stringify({ event: "end", reason: error.ended?.reason ?? "gone", ...error.ended }));
           cli.note(`${endingSentence(error.ended, entry.seat)} Its seat is forgotten.`);
           return;
         }

@@ -1,331 +1,125 @@
-// The in-process store: the same behaviour as the Redis store, in one process's memory.
-// Used when REDIS_URL is not set, so `pnpm start` works on a fresh machine.
-import type { Message, Seat } from "@duet/protocol";
-import { apiError, roomEndedError, storeFullError, tooManyRoomsError } from "../../errors.js";
+// The in-process store, used when REDIS_URL is not set so that `pnpm start` works on a fresh
+// machine: the Redis store's code and its Lua scripts, run on a Lua VM (lua-vm.ts) against
+// an in-memory keyspace (mini-redis.ts) instead of Redis. What only this store has: its
+// total byte budget (MEMORY_STORE_MAX_BYTES), the bound on notes, and the sweep of expired
+// keys (Redis has its own).
+import { storeFullError } from "../../errors.js";
 import { LocalWakeupBus } from "../../realtime/local-wakeups.js";
-import { hashSeatToken, mintRoomCode, mintSeatToken, tokenHashesEqual } from "../credentials.js";
-import {
-  closeReason,
-  closeRefused,
-  decideKey,
-  endingFor,
-  expiryReason,
-  idempotencyField,
-  isActive,
-  mailboxRefuses,
-  membersOf,
-  nextMessageId,
-  peerOf,
-  type EndingRecord,
-} from "../room-rules.js";
-import {
-  DEFAULT_ENDING_KEEP_MS,
-  readEvent,
-  type InboxSnapshot,
-  type RoomLifetimes,
-  type RoomStatus,
-  type RoomStore,
-  type SeatCredentials,
-  type SeatGrant,
-  type SendInput,
-  type StoreBudget,
-  type StoreTally,
-} from "../room-store.js";
+import { SCRIPTS, type ScriptName } from "../redis/scripts.js";
+import type { RoomLifetimes, StoreBudget, WakeEvent } from "../room-store.js";
+import type { Arg, ScriptBackend } from "../script-backend.js";
+import { ScriptedRoomStore } from "../scripted-store.js";
+import type { LuaVm } from "./lua-vm.js";
+import { MiniRedis, type Reply } from "./mini-redis.js";
 
-interface StoredMessage {
-  id: string;
-  text: string;
-  bytes: number;
-}
+/** Most notes the in-process store keeps (a few hundred bytes each): they count in the budget, and are bounded by number too. */
+const MAX_NOTES = 10_000;
 
-interface Room {
-  tokenHashes: { a: string; b?: string };
-  hardDeadline: number;
-  expiresAt: number;
-  lastSeen: { a: number; b?: number };
-  /** When the room opened (ms) and the last message id: ids are minted as the Redis store does. */
-  bornAt: number;
-  lastId: number;
-  inbox: { a: StoredMessage[]; b: StoredMessage[] };
-  pendingBytes: number;
-  /** "<seat>:<key>" -> id and text digest of the send that first used the key. */
-  idempotency: Map<string, { id: string; digest: string }>;
-  /** What the idempotency entries weigh, in the store's budget. */
-  idempotencyBytes: number;
-  e2e: boolean;
-  /** The opener's address, when its rooms are counted. */
-  owner?: string;
-}
+/**
+ * The least a growing script is counted for: a script may store more than its arguments
+ * weigh (fields, keys, an ending record), so a small one must not slip into a full store.
+ */
+const MIN_GROWTH_BYTES = 512;
 
-// What the budget counts for a room and an ending besides their text: their fields, maps and
-// token hashes, rounded up.
-const ROOM_BYTES = 1024;
-const ENDING_BYTES = 256;
-const idempotencyEntryBytes = (key: string) => 2 * key.length + 96;
-
-/** What is left of a room after it ended, for endingKeepMs: enough to tell its seats how. */
-interface Ending extends EndingRecord {
-  tokenHashes: { a: string; b?: string };
-  keptUntil: number;
-}
-
-export class MemoryRoomStore implements RoomStore {
+class MemoryBackend implements ScriptBackend {
   readonly kind = "memory" as const;
-  readonly wakeups = new LocalWakeupBus();
-  private readonly rooms = new Map<string, Room>();
-  private readonly endings = new Map<string, Ending>();
-  private readonly endingKeepMs: number;
-  private readonly tally = { sessions: 0, paired: 0, messages: 0, bytes: 0, closed: 0 };
+  readonly acknowledgesWrites = false;
+  readonly keyspace: MiniRedis;
+  /** Loaded on the first script: a relay on Redis never loads the VM, and `pnpm start` answers sooner. */
+  private vm?: Promise<LuaVm>;
+  /** Wake-ups a script published, delivered once it has run (as Redis delivers them). */
+  private readonly published: [channel: string, message: string][] = [];
+  private readonly notes = new Set<string>();
   private readonly sweeper: NodeJS.Timeout;
-  /** Each owner's live rooms: code -> the room's hard deadline. */
-  private readonly owners = new Map<string, Map<string, number>>();
-  /** Bytes held, as the budget counts them. */
-  private used = 0;
-  private readonly roomsPerOwner: number;
-  private readonly maxBytes: number;
 
   constructor(
-    private readonly lifetimes: RoomLifetimes,
-    private readonly now: () => number = Date.now,
-    budget: StoreBudget = {},
+    now: () => number,
+    private readonly wakeups: LocalWakeupBus,
+    private readonly maxBytes: number,
   ) {
-    this.roomsPerOwner = budget.roomsPerOwner ?? 0;
-    this.maxBytes = budget.maxBytes ?? Number.POSITIVE_INFINITY;
-    this.endingKeepMs = lifetimes.endingKeepMs ?? DEFAULT_ENDING_KEEP_MS;
-    // Expired rooms are also dropped on access; the sweep only frees their memory.
-    this.sweeper = setInterval(() => this.sweep(), 10_000);
+    this.keyspace = new MiniRedis(now, (channel, message) => this.published.push([channel, message]));
+    // Expired keys are also dropped when touched; the sweep only frees their memory.
+    this.sweeper = setInterval(() => this.keyspace.sweep(), 10_000);
     this.sweeper.unref();
   }
 
-  private sweep(): void {
-    for (const [code, room] of this.rooms) if (room.expiresAt <= this.now()) this.expireRoom(code, room);
-    for (const [code, ending] of this.endings) {
-      if (ending.keptUntil > this.now()) continue;
-      this.endings.delete(code);
-      this.used -= ENDING_BYTES;
+  async guard<T>(operation: () => Promise<T>): Promise<T> {
+    return operation();
+  }
+
+  async script<T>(name: ScriptName, args: Arg[]): Promise<T> {
+    this.vm ??= import("./lua-vm.js").then(({ LuaVm }) => new LuaVm(this.keyspace));
+    const vm = await this.vm;
+    let reply: Reply;
+    try {
+      reply = vm.run(name, args);
+    } finally {
+      this.deliver();
+    }
+    return reply as T;
+  }
+
+  /**
+   * A script that adds rooms or text is refused 507 when what it carries would pass the
+   * budget: before it runs, as Redis refuses a script under maxmemory, so nothing is half done.
+   */
+  async change<T>(name: ScriptName, args: Arg[]): Promise<T> {
+    if ("grows" in SCRIPTS[name] && SCRIPTS[name].grows) {
+      let bytes = 0;
+      for (const arg of args) bytes += typeof arg === "string" ? Buffer.byteLength(arg, "utf8") : 8;
+      if (this.keyspace.used + Math.max(bytes, MIN_GROWTH_BYTES) > this.maxBytes) throw storeFullError();
+    }
+    return this.script<T>(name, args);
+  }
+
+  private deliver(): void {
+    for (const [channel, message] of this.published.splice(0)) {
+      const code = /:([^:]+):wake$/.exec(channel)?.[1];
+      if (code !== undefined) this.wakeups.publish(code, message as WakeEvent);
     }
   }
 
-  private endRoom(code: string, room: Room, ending: EndingRecord): void {
-    this.rooms.delete(code);
-    this.used -= ROOM_BYTES + room.pendingBytes + room.idempotencyBytes;
-    const owned = room.owner === undefined ? undefined : this.owners.get(room.owner);
-    if (owned?.delete(code) && owned.size === 0) this.owners.delete(room.owner!);
-    if (this.endingKeepMs > 0) {
-      this.endings.set(code, { ...ending, tokenHashes: room.tokenHashes, keptUntil: ending.atMs + this.endingKeepMs });
-      this.used += ENDING_BYTES;
-    }
-    this.wakeups.publish(code, "closed");
+  async hmget(key: string, ...fields: string[]): Promise<(string | null)[]> {
+    return this.keyspace.hmget(key, fields);
   }
-
-  private expireRoom(code: string, room: Room): void {
-    this.endRoom(code, room, { reason: expiryReason(room.expiresAt, room.hardDeadline), atMs: room.expiresAt });
+  async zrange(key: string, start: string, stop: string): Promise<string[]> {
+    return this.keyspace.zrange(key, Number(start), Number(stop), false);
   }
-
-  /** The room, or undefined when it is gone (expired ones are ended here). */
-  private findRoom(code: string): Room | undefined {
-    const room = this.rooms.get(code);
-    if (room && room.expiresAt <= this.now()) {
-      this.expireRoom(code, room);
-      return undefined;
-    }
-    return room;
+  async zcount(key: string, min: string, max: string): Promise<number> {
+    return this.keyspace.zcount(key, min, max);
   }
-
-  private liveRoom(code: string): Room {
-    const room = this.findRoom(code);
-    if (!room) throw apiError("not_found");
-    return room;
+  async exists(key: string): Promise<number> {
+    return this.keyspace.exists([key]);
   }
-
-  /** 404 for a gone room: with how it ended when the token holds one of its seats. */
-  private goneError(code: string, tokenHash: string): Error {
-    const ending = this.endings.get(code);
-    if (!ending || ending.keptUntil <= this.now()) return apiError("not_found");
-    let seat: Seat | undefined;
-    if (tokenHashesEqual(ending.tokenHashes.a, tokenHash)) seat = "a";
-    else if (ending.tokenHashes.b !== undefined && tokenHashesEqual(ending.tokenHashes.b, tokenHash)) seat = "b";
-    if (!seat) return apiError("not_found");
-    return roomEndedError(endingFor(ending, seat), seat);
-  }
-
-  private authenticate({ code, tokenHash }: SeatCredentials): { room: Room; seat: Seat } {
-    const room = this.findRoom(code);
-    if (!room) throw this.goneError(code, tokenHash);
-    if (tokenHashesEqual(room.tokenHashes.a, tokenHash)) return { room, seat: "a" };
-    if (room.tokenHashes.b !== undefined && tokenHashesEqual(room.tokenHashes.b, tokenHash)) return { room, seat: "b" };
-    throw apiError("unauthorized", "This token does not hold a seat in this room.");
-  }
-
-  private touch(room: Room, seat: Seat): void {
-    const now = this.now();
-    room.lastSeen[seat] = now;
-    room.expiresAt = Math.min(now + this.lifetimes.idleMs, room.hardDeadline);
-  }
-
-  private expiresIn(room: Room): number {
-    return Math.max(0, room.expiresAt - this.now());
-  }
-
-  /** Refuses an owner that holds its budget of live rooms; returns its rooms' map. */
-  private ownerRooms(owner: string): Map<string, number> {
-    let rooms = this.owners.get(owner);
-    if (!rooms) {
-      rooms = new Map();
-      this.owners.set(owner, rooms);
-    }
-    const now = this.now();
-    for (const [code, deadline] of rooms) if (deadline <= now || !this.findRoom(code)) rooms.delete(code);
-    if (rooms.size >= this.roomsPerOwner) {
-      const first = Math.min(...rooms.values());
-      throw tooManyRoomsError(this.roomsPerOwner, first - now);
-    }
-    return rooms;
-  }
-
-  async openRoom(options: { e2e?: boolean; owner?: string } = {}): Promise<SeatGrant> {
-    const owned = options.owner !== undefined && this.roomsPerOwner > 0 ? this.ownerRooms(options.owner) : undefined;
-    if (this.used + ROOM_BYTES > this.maxBytes) throw storeFullError();
-    let code = mintRoomCode();
-    // A code is not minted again while its room's ending is still told.
-    while (this.rooms.has(code) || this.endings.has(code)) code = mintRoomCode();
-    const token = mintSeatToken();
-    const now = this.now();
-    const hardDeadline = now + this.lifetimes.maxMs;
-    this.rooms.set(code, {
-      tokenHashes: { a: hashSeatToken(token) },
-      hardDeadline,
-      expiresAt: Math.min(now + this.lifetimes.idleMs, hardDeadline),
-      lastSeen: { a: now },
-      bornAt: now,
-      lastId: 0,
-      inbox: { a: [], b: [] },
-      pendingBytes: 0,
-      idempotency: new Map(),
-      idempotencyBytes: 0,
-      e2e: options.e2e === true,
-      owner: owned ? options.owner : undefined,
-    });
-    owned?.set(code, hardDeadline);
-    this.used += ROOM_BYTES;
-    this.tally.sessions++;
-    return { code, seat: "a", token, expiresInMs: this.expiresIn(this.rooms.get(code)!), e2e: options.e2e === true };
-  }
-
-  async joinRoom(code: string): Promise<SeatGrant> {
-    const room = this.liveRoom(code);
-    if (room.tokenHashes.b !== undefined) throw apiError("full");
-    const token = mintSeatToken();
-    room.tokenHashes.b = hashSeatToken(token);
-    this.touch(room, "b");
-    this.tally.paired++;
-    this.wakeups.publish(code, "joined");
-    return { code, seat: "b", token, expiresInMs: this.expiresIn(room), e2e: room.e2e };
-  }
-
-  async sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }> {
-    const { room, seat } = this.authenticate(input);
-    if (room.e2e && !input.envelope) throw apiError("e2e_required");
-    this.touch(room, seat);
-    const keyField = input.idempotencyKey === undefined ? undefined : idempotencyField(seat, input.idempotencyKey);
-    const digest = input.textDigest ?? "";
-    if (keyField !== undefined) {
-      const decision = decideKey(room.idempotency.get(keyField), digest);
-      if (decision.kind === "replay") return { id: decision.id, replayed: true };
-      if (decision.kind === "conflict") throw apiError("idempotency_conflict");
-    }
-    const bytes = Buffer.byteLength(input.text, "utf8");
-    const pending = { messages: room.inbox.a.length + room.inbox.b.length, bytes: room.pendingBytes };
-    if (mailboxRefuses(pending, bytes)) throw apiError("mailbox_full");
-    const keyBytes = keyField === undefined ? 0 : idempotencyEntryBytes(keyField);
-    if (this.used + bytes + keyBytes > this.maxBytes) throw storeFullError();
-    room.lastId = nextMessageId(room.lastId, (this.now() - room.bornAt) * 1000);
-    const id = String(room.lastId);
-    const recipient = peerOf(seat);
-    room.inbox[recipient].push({ id, text: input.text, bytes });
-    room.pendingBytes += bytes;
-    room.idempotencyBytes += keyBytes;
-    this.used += bytes + keyBytes;
-    if (keyField !== undefined) room.idempotency.set(keyField, { id, digest });
-    this.tally.messages++;
-    this.tally.bytes += bytes;
-    this.wakeups.publish(input.code, recipient);
-    return { id, replayed: false };
-  }
-
-  async readInbox(credentials: SeatCredentials, touch: boolean): Promise<InboxSnapshot> {
-    const { room, seat } = this.authenticate(credentials);
-    if (touch) this.touch(room, seat);
-    const from = peerOf(seat);
-    const messages: Message[] = room.inbox[seat].map(({ id, text }) => ({ id, from, text }));
-    return { seat, messages, expiresInMs: this.expiresIn(room) };
-  }
-
-  async ackMessages(credentials: SeatCredentials, ids: string[]): Promise<{ acked: number }> {
-    const { room, seat } = this.authenticate(credentials);
-    this.touch(room, seat);
-    const wanted = new Set(ids);
-    const kept: StoredMessage[] = [];
-    const read: string[] = [];
-    for (const message of room.inbox[seat]) {
-      if (wanted.has(message.id)) {
-        read.push(message.id);
-        room.pendingBytes -= message.bytes;
-        this.used -= message.bytes;
-      } else {
-        kept.push(message);
+  async setWithExpiry(key: string, value: string, ttlMs: number): Promise<void> {
+    if (!this.notes.has(key) && this.notes.size >= MAX_NOTES) {
+      for (const held of this.notes) if (this.keyspace.exists([held]) === 0) this.notes.delete(held);
+      // Still full: the oldest note goes first (a Set keeps insertion order).
+      const oldest = this.notes.size >= MAX_NOTES ? this.notes.values().next().value : undefined;
+      if (oldest !== undefined) {
+        this.keyspace.del([oldest]);
+        this.notes.delete(oldest);
       }
     }
-    room.inbox[seat] = kept;
-    if (read.length > 0) this.wakeups.publish(credentials.code, readEvent(peerOf(seat), read));
-    return { acked: read.length };
+    this.notes.delete(key);
+    this.notes.add(key);
+    this.keyspace.set(key, value, ttlMs);
   }
-
-  async getStatus(credentials: SeatCredentials, touch = true): Promise<RoomStatus> {
-    const { room, seat } = this.authenticate(credentials);
-    if (touch) this.touch(room, seat);
-    const peer = peerOf(seat);
-    const peerJoined = room.tokenHashes.b !== undefined;
-    return {
-      seat,
-      members: membersOf(peerJoined),
-      expiresInMs: this.expiresIn(room),
-      peerJoined,
-      peerActive: isActive(room.lastSeen[peer], this.now()),
-      pendingIn: room.inbox[seat].length,
-      unread: room.inbox[peer].map((message) => message.id),
-      e2e: room.e2e,
-    };
+  async get(key: string): Promise<string | null> {
+    return this.keyspace.get(key);
   }
-
-  async closeRoom(credentials: SeatCredentials, force: boolean): Promise<void> {
-    const { room, seat } = this.authenticate(credentials);
-    const left = { a: room.inbox.a.length, b: room.inbox.b.length };
-    if (closeRefused(left, force)) {
-      this.touch(room, seat);
-      throw apiError("unread");
-    }
-    this.endRoom(credentials.code, room, { reason: closeReason(left), by: seat, atMs: this.now(), left });
-    this.tally.closed++;
+  async ping(): Promise<string> {
+    return "PONG";
   }
-
-  async getStats(): Promise<StoreTally> {
-    const now = this.now();
-    let roomsOpen = 0;
-    for (const room of this.rooms.values()) if (room.expiresAt > now) roomsOpen++;
-    return { ...this.tally, roomsOpen };
-  }
-
-  async describeRoom(code: string): Promise<{ e2e: boolean } | undefined> {
-    const room = this.rooms.get(code);
-    return room && room.expiresAt > this.now() ? { e2e: room.e2e } : undefined;
-  }
-
-  async isReady(): Promise<boolean> {
-    return true;
-  }
-
   async close(): Promise<void> {
     clearInterval(this.sweeper);
+  }
+}
+
+export class MemoryRoomStore extends ScriptedRoomStore {
+  constructor(lifetimes: RoomLifetimes, now: () => number = Date.now, budget: StoreBudget = {}) {
+    const wakeups = new LocalWakeupBus();
+    const backend = new MemoryBackend(now, wakeups, budget.maxBytes ?? Number.POSITIVE_INFINITY);
+    super({ backend, wakeups, keyPrefix: "", lifetimes, budget });
   }
 }

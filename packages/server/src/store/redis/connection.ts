@@ -4,16 +4,73 @@
 // one Redis (a URL), a Redis Cluster (seed nodes), or a master found through Sentinel.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from "ioredis";
 import type { RedisConfig } from "../../config.js";
+import { ReplyClock } from "./reply-clock.js";
 
-export type RedisSettings = Pick<
-  RedisConfig,
-  "url" | "clusterNodes" | "sentinel" | "username" | "password" | "tls" | "commandTimeoutMs"
-> & {
-  /** A connection of its own for writes that WAIT for replicas (see write-ack.ts). */
-  writeAckReplicas?: number | "all";
-};
+export type RedisSettings = Partial<Pick<RedisConfig, "url" | "clusterNodes" | "sentinel" | "username" | "password">> &
+  Pick<RedisConfig, "tls" | "commandTimeoutMs"> & {
+    /** A connection of its own for writes that WAIT for replicas (see write-ack.ts). */
+    writeAckReplicas?: number | "all";
+  };
 
 export type RedisClient = Redis | Cluster;
+
+/**
+ * Closes a connection for good: QUIT, then disconnect. On a Cluster, also stops its slot-map
+ * refresh loop (slotsRefreshInterval) for good. In ioredis 6.0.0 a refresh that is in flight
+ * when disconnect() clears the loop's timer re-arms it from its callback, and the loop then
+ * runs every interval for ever against an empty node pool: a closed store kept its process
+ * alive. So: wait out the refresh in flight, then clear the timer it armed.
+ */
+export async function closeConnection(connection: RedisClient): Promise<void> {
+  closedOnPurpose.add(connection);
+  await connection
+    .quit()
+    .catch(() => undefined)
+    .finally(() => connection.disconnect());
+  if (!(connection instanceof Cluster)) return;
+  const internals = connection as unknown as { isRefreshing?: boolean; clearNodesRefreshInterval?: () => void };
+  // A guard, not a measure: a refresh against disconnected nodes ends within its own timeout.
+  for (let i = 0; internals.isRefreshing && i < 200; i++) await new Promise((r) => setTimeout(r, 25));
+  internals.clearNodesRefreshInterval?.();
+}
+
+/** The reconnect backoff: 100 ms, 200 ms, … up to 1 s. */
+const RETRY_DELAY = (attempt: number) => Math.min(50 * 2 ** attempt, 1000);
+
+/** Connections closed by closeConnection: their "end" is final. */
+const closedOnPurpose = new WeakSet<RedisClient>();
+/** Connections that reconnectAfterEnd brings back from an "end" they were not asked for. */
+const revived = new WeakSet<Redis>();
+
+/**
+ * ioredis ends a connection for good (status "end": no reconnect, every command fails
+ * "Connection is closed.") when a connect attempt fails inside its connector instead of on
+ * the socket. With Sentinel that happens whenever the connection is dropped while the
+ * connector is asking a sentinel for the master: the drop clears the connector's
+ * `connecting` flag, the lookup then throws, and the client ends. The drops come exactly
+ * during a failover: ioredis's own failover detector on +switch-master (from the detector
+ * of an earlier connection, while reconnects to the dead master are still under way), the
+ * heartbeat (below), READONLY. Both relays of a failover test once ended their
+ * connections this way and answered 503 for the rest of the run (redis/ioredis#1683 is the
+ * same report from production). So a connection that ends without closeConnection is
+ * connected again with the connection's own backoff, for as long as the process lives.
+ */
+function reconnectAfterEnd(client: Redis): Redis {
+  revived.add(client);
+  let attempt = 0;
+  client.on("ready", () => {
+    attempt = 0;
+  });
+  client.on("end", () => {
+    if (closedOnPurpose.has(client)) return;
+    const delay = RETRY_DELAY(++attempt);
+    setTimeout(() => {
+      // A failed attempt ends the connection again, and comes back here.
+      if (!closedOnPurpose.has(client) && client.status === "end") client.connect().catch(() => undefined);
+    }, delay).unref();
+  });
+  return client;
+}
 
 const baseOptions = (settings: RedisSettings): RedisOptions => ({
   enableOfflineQueue: false,
@@ -24,7 +81,7 @@ const baseOptions = (settings: RedisSettings): RedisOptions => ({
   // confirm at once a write that may be gone.)
   autoResendUnfulfilledCommands: false,
   maxRetriesPerRequest: 0,
-  retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 1000),
+  retryStrategy: RETRY_DELAY,
   connectTimeout: 5000,
   // Dropping a connection (on +switch-master, READONLY, or a missed heartbeat) ends it
   // politely and waits this long for the server's side to close before destroying it. A
@@ -88,6 +145,12 @@ export interface RedisConnections {
    * behind it on the command connection.
    */
   acked?: RedisClient;
+  /**
+   * When Redis last answered on the command and write-ack connections (a store call's
+   * patience). One Redis only: on a Cluster, replies from the healthy masters would keep a
+   * call to a silent one waiting to twice the timeout, so calls there answer 503 at it.
+   */
+  replies?: ReplyClock;
   /** Stops the connections' heartbeats (see keepAlive). */
   stop(): void;
 }
@@ -165,7 +228,9 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
     return { commands, subscriber, acked, stop };
   }
   const make = (options: RedisOptions) =>
-    settings.sentinel ? new Redis({ ...options, ...sentinelOptions(settings) }) : new Redis(settings.url!, options);
+    reconnectAfterEnd(
+      settings.sentinel ? new Redis({ ...options, ...sentinelOptions(settings) }) : new Redis(settings.url!, options),
+    );
   const commands = make({ ...baseOptions(settings), enableAutoPipelining: true });
   // On one Redis the wake-up bus restores its own subscriptions after a reconnect:
   // ioredis's autoResubscribe sends them without handling their promises, and a connection
@@ -188,7 +253,9 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
   const stop = () => {
     for (const stopOne of stops) stopOne();
   };
-  return { commands, subscriber, acked, stop };
+  const replies = new ReplyClock().watch(commands);
+  if (acked) replies.watch(acked);
+  return { commands, subscriber, acked, replies, stop };
 }
 
 /**
@@ -196,47 +263,85 @@ export function createRedisConnections(settings: RedisSettings): RedisConnection
  * outstanding, so a master that hangs (SIGSTOP, a network partition) leaves an idle
  * connection (the subscriber) open forever and its wake-ups silently stop; and a command
  * that times out fails alone, leaving its connection to TCP's retransmission backoff.
- * Every intervalMs: if the connection is ready, PING it; if no answer comes within
- * timeoutMs, or if it has been connecting for longer than that (a hung server accepts TCP
- * connections but never answers the ready check), drop it and reconnect (re-asking
- * Sentinel for the master), and call onDrop. The wake-up bus then resubscribes and every
- * waiter re-reads.
+ * Every intervalMs, if the connection is ready, it is PINGed. It is dropped (and remade,
+ * re-asking Sentinel for the master; onDrop is called) when Redis has sent nothing for
+ * timeoutMs while that PING was outstanding, or while the connection was being set up (a
+ * hung server accepts TCP connections but never answers the ready check). Silence, not the
+ * PING's round trip: on a slow link the PING queues behind a whole auto-pipeline and takes
+ * up to two round trips while replies keep coming, and dropping that connection turned a
+ * slow store into an unavailable one (every call 503 while it reconnected).
  */
 export function keepAlive(
   client: Redis,
   { intervalMs, timeoutMs, onDrop }: { intervalMs: number; timeoutMs: number; onDrop?: () => void },
 ): () => void {
-  let inFlight = false;
+  const clock = new ReplyClock().watch(client);
+  // Silent for the whole timeout: libuv's timers run on a clock cached per loop turn and may
+  // fire a millisecond early against performance.now(), so a few ms short still counts.
+  const silentLongEnough = (sentAt: number) => clock.silentFor(sentAt) >= timeoutMs - 5;
+  let pingSentAt: number | undefined;
   let connectingSince: number | undefined;
+  let check: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const settle = (sentAt: number) => {
+    if (pingSentAt !== sentAt) return;
+    pingSentAt = undefined;
+    clearTimeout(check);
+  };
+  const drop = () => {
+    pingSentAt = undefined;
+    clearTimeout(check);
+    client.disconnect(true);
+    onDrop?.();
+  };
+  // Whether Redis has been silent for a whole timeout since the PING: then drop. Decided after
+  // the event loop has read its sockets (setImmediate), so that a loop held past the deadline
+  // does not mistake a reply waiting in the buffer for silence.
+  const judge = (sentAt: number) => {
+    if (stopped || pingSentAt !== sentAt) return;
+    if (client.status !== "ready") return settle(sentAt);
+    if (silentLongEnough(sentAt)) return drop();
+    const silentMs = clock.silentFor(sentAt);
+    // Replies came meanwhile: judge again once the link could have been silent for as long.
+    clearTimeout(check);
+    check = setTimeout(() => setImmediate(judge, sentAt), timeoutMs - silentMs);
+    check.unref();
+  };
   const timer = setInterval(() => {
-    if (client.status === "end") return clearInterval(timer);
+    // An ended connection is stopped for good, unless reconnectAfterEnd brings it back.
+    if (client.status === "end") return revived.has(client) && !closedOnPurpose.has(client) ? undefined : stop();
     if (client.status === "connect") {
-      connectingSince ??= Date.now();
-      if (Date.now() - connectingSince > timeoutMs) {
+      connectingSince ??= performance.now();
+      if (clock.silentFor(connectingSince) > timeoutMs) {
         connectingSince = undefined;
-        client.disconnect(true);
-        onDrop?.();
+        drop();
       }
       return;
     }
     connectingSince = undefined;
-    if (client.status !== "ready" || inFlight) return;
-    inFlight = true;
-    let answered = false;
-    const deadline = setTimeout(() => {
-      if (answered || client.status !== "ready") return;
-      client.disconnect(true);
-      onDrop?.();
-    }, timeoutMs);
-    client
-      .ping()
-      .catch(() => undefined)
-      .finally(() => {
-        answered = true;
-        inFlight = false;
-        clearTimeout(deadline);
-      });
+    if (client.status !== "ready" || pingSentAt !== undefined) return;
+    const sentAt = performance.now();
+    pingSentAt = sentAt;
+    check = setTimeout(() => setImmediate(judge, sentAt), timeoutMs);
+    check.unref();
+    // A PONG settles it. A PING that failed (its own command timeout, which runs out with
+    // the check) is judged like one still outstanding: by the silence since it was sent; a
+    // link that answered other commands meanwhile is alive, and the next PING goes out.
+    client.ping().then(
+      () => settle(sentAt),
+      () =>
+        setImmediate(() => {
+          if (stopped || pingSentAt !== sentAt) return;
+          if (client.status === "ready" && silentLongEnough(sentAt)) return drop();
+          settle(sentAt);
+        }),
+    );
   }, intervalMs);
   timer.unref();
-  return () => clearInterval(timer);
+  const stop = () => {
+    stopped = true;
+    clearInterval(timer);
+    clearTimeout(check);
+  };
+  return stop;
 }

@@ -56,6 +56,11 @@ export class RedisKeys {
     return `${this.prefix}${tag}:live`;
   }
 
+  /** A short-lived note (the MCP self-test's probes); `key` is already a digest. */
+  note(key: string): string {
+    return `${this.prefix}note:${key}`;
+  }
+
   /** Tally counters for the rooms that share this code's tag. */
   tallyFor(code: string): string {
     return `${this.prefix}${this.tag(code)}:tally`;
@@ -87,15 +92,24 @@ export class RedisKeys {
     return `${this.prefix}client:${address}`;
   }
 
+  /**
+   * The storage format of everything under the prefix (format-version.ts): a string holding
+   * its number, written once by the first node on an empty prefix, with no expiry.
+   */
+  format(): string {
+    return `${this.prefix}format`;
+  }
+
   /** Prefix of the rate limiter's keys. */
   rateLimit(name: string): string {
     return `${this.prefix}rl:${name}:`;
   }
 
   /**
-   * One window of a locally counted rate limit (count-hits-1.lua): a hash of client key ->
-   * hits, shared by every node. The window's start (ms since the epoch, a multiple of the
-   * window) names it, so a new window is a new key and the old one expires.
+   * One window of the leased request limit (lease-tokens-1.lua): a hash of client key -> calls
+   * taken from that address's budget by every node (tokens leased plus calls charged). The
+   * window's start (ms since the epoch, a multiple of the window) names it, so a new window
+   * is a new key and the old one expires.
    */
   rateLimitWindow(name: string, windowStart: number): string {
     return `${this.prefix}rl:${name}:w:${windowStart}`;

@@ -1,88 +1,18 @@
 // The Redis store: rooms as hashes with TTLs, pending messages in lists, one Lua script per
-// atomic operation. The scripts are the truth; pub/sub only wakes waiting recvs.
-import { ReplyError } from "ioredis";
-import { MAX_PENDING_BYTES, MAX_PENDING_MESSAGES, type EndReason, type Message, type Seat } from "@duet/protocol";
-import { ApiError, apiError, roomEndedError, tooManyRoomsError } from "../../errors.js";
-import { hashSeatToken, mintRoomCode, mintSeatToken } from "../credentials.js";
-import {
-  emptyAsNone,
-  endingFor,
-  expiryReason,
-  isActive,
-  membersOf,
-  noneAsEmpty,
-  peerOf,
-  type EndingRecord,
-} from "../room-rules.js";
-import {
-  DEFAULT_ENDING_KEEP_MS,
-  type InboxSnapshot,
-  type RoomLifetimes,
-  type RoomStatus,
-  type RoomStore,
-  type SeatCredentials,
-  type SeatGrant,
-  type SendInput,
-  type StoreBudget,
-  type StoreTally,
-  type WakeupBus,
-} from "../room-store.js";
-import type { RedisClient } from "./connection.js";
-import { RedisKeys } from "./keys.js";
+// atomic operation, run with EVALSHA (ioredis's defined commands). The store's logic is
+// scripted-store.ts, shared with the in-process store; this is how it reaches Redis: each
+// call's deadline, write-ack, and the connections.
 import { within } from "../../deadline.js";
-import { defineScripts, fieldsOf, type NamedReply, type ScriptName } from "./scripts.js";
+import type { RoomLifetimes, StoreBudget, WakeupBus } from "../room-store.js";
+import type { Arg, ScriptBackend } from "../script-backend.js";
+import { ScriptedRoomStore } from "../scripted-store.js";
+import { closeConnection, type RedisClient } from "./connection.js";
+import { Refusal, refused, storeFailure } from "./refusals.js";
+import { patience, type ReplyClock } from "./reply-clock.js";
+import { defineScripts, type ScriptName } from "./scripts.js";
 import { WriteAcknowledger, type WriteAck } from "./write-ack.js";
 
-/**
- * The scripts' refusals (lua/includes/refusals.lua), one meaning each, and the catalogue's
- * answers to them (refused). A room call's GONE becomes the 404 with how the room ended
- * (goneError); CODE_IN_USE makes open mint another code.
- */
-export const Refusal = {
-  gone: -1,
-  wrongToken: -2,
-  codeInUse: -3,
-  full: -4,
-  keyConflict: -5,
-  mailboxFull: -6,
-  notAnEnvelope: -7,
-  unread: -8,
-  tooManyRooms: -9,
-} as const;
-
-const REFUSED: Record<number, () => ApiError> = {
-  [Refusal.gone]: () => apiError("not_found"),
-  [Refusal.wrongToken]: () => apiError("unauthorized", "This token does not hold a seat in this room."),
-  [Refusal.full]: () => apiError("full"),
-  [Refusal.keyConflict]: () => apiError("idempotency_conflict"),
-  [Refusal.mailboxFull]: () => apiError("mailbox_full"),
-  [Refusal.notAnEnvelope]: () => apiError("e2e_required"),
-  [Refusal.unread]: () => apiError("unread"),
-};
-
-/** The error a refusal is answered with (the bare 404 for GONE). */
-export function refused(status: number): Error {
-  const make = REFUSED[status];
-  return make ? make() : new Error(`unexpected script status ${status}`);
-}
-
-// Replies that mean "Redis cannot serve right now", as opposed to a bug in a script.
-// OOM: with maxmemory-policy noeviction a full Redis refuses writes until rooms expire.
-// UNBLOCKED: a master demoted while a WAIT was blocked on it (a failover under write-ack).
-const TRANSIENT_REPLY = /^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|BUSY|NOREPLICAS|MOVED|ASK|OOM|UNBLOCKED)\b/;
-
-/** Connection loss, timeouts and transient replies become 503; script bugs stay 500. */
-export function storeFailure(error: unknown): unknown {
-  if (error instanceof ApiError) return error;
-  if (error instanceof ReplyError && !TRANSIENT_REPLY.test((error as Error).message)) return error;
-  const unavailable = apiError("unavailable");
-  unavailable.retryAfterSeconds = 1;
-  return unavailable;
-}
-
-const seatOf = (value: unknown): Seat => (value === "b" ? "b" : "a");
-
-type Arg = string | number;
+export { Refusal, refused, storeFailure };
 
 export interface RedisStoreOptions {
   client: RedisClient;
@@ -99,43 +29,45 @@ export interface RedisStoreOptions {
   operationTimeoutMs?: number;
   /** Off when absent (or replicas 0): a change answers once the master has it. */
   writeAck?: WriteAck;
+  /** When Redis last answered on the command connections: a call on a live link waits on (patience). */
+  replies?: ReplyClock;
+  /** Settles once the storage format is checked (format-version.ts): until then every call answers 503. */
+  formatChecked?: Promise<void>;
   /** Called once on close (stops the subscriber's heartbeat). */
   onClose?: () => void;
   /** Live rooms per owner (roomsPerOwner); maxBytes does not apply (Redis's maxmemory does). */
   budget?: StoreBudget;
 }
 
-export class RedisRoomStore implements RoomStore {
+class RedisBackend implements ScriptBackend {
   readonly kind = "redis" as const;
-  readonly wakeups: WakeupBus;
-  readonly keys: RedisKeys;
+  readonly acknowledgesWrites: boolean;
   private readonly client: RedisClient;
   private readonly subscriber?: RedisClient;
-  private readonly idleMs: number;
-  private readonly maxMs: number;
-  private readonly endingKeepMs: number;
   private readonly operationTimeoutMs: number;
   private readonly writeAck?: WriteAcknowledger;
-  private readonly onClose?: () => void;
-  private readonly roomsPerOwner: number;
+  private readonly extend?: (waitedMs: number) => number;
+  private formatKnown: boolean;
 
   constructor(options: RedisStoreOptions) {
-    this.roomsPerOwner = options.budget?.roomsPerOwner ?? 0;
     const ack = options.writeAck;
     this.writeAck = ack && ack.replicas !== 0 ? new WriteAcknowledger(ack) : undefined;
-    this.onClose = options.onClose;
+    this.acknowledgesWrites = this.writeAck !== undefined;
     this.operationTimeoutMs = options.operationTimeoutMs ?? 1500;
+    this.extend = options.replies && patience(options.replies, this.operationTimeoutMs);
+    this.formatKnown = options.formatChecked === undefined;
+    options.formatChecked?.then(
+      () => (this.formatKnown = true),
+      () => undefined,
+    );
     this.client = options.client;
     this.subscriber = options.subscriber;
-    this.wakeups = options.wakeups;
-    this.keys = new RedisKeys(options.keyPrefix);
-    this.idleMs = options.lifetimes.idleMs;
-    this.maxMs = options.lifetimes.maxMs;
-    this.endingKeepMs = options.lifetimes.endingKeepMs ?? DEFAULT_ENDING_KEEP_MS;
     defineScripts(this.client);
   }
 
-  private run<T>(operation: () => Promise<T>): Promise<T> {
+  guard<T>(operation: () => Promise<T>): Promise<T> {
+    // Never a script on data whose layout this node does not know (docs/redis.md §6).
+    if (!this.formatKnown) return Promise.reject(storeFailure(new Error("storage format not yet checked")));
     // One promise and one timer per operation (every room call runs one). An abandoned
     // operation may still settle later, into the void: its outcome is unknown to the client
     // (a 503), which is why sends carry idempotency keys.
@@ -145,262 +77,62 @@ export class RedisRoomStore implements RoomStore {
       () => {
         throw storeFailure(new Error("store operation timed out"));
       },
-      { mapError: storeFailure },
+      { mapError: storeFailure, extend: this.extend },
     );
   }
 
-  /** Runs a state-changing script; with write-ack on, answers once the replicas have it (write-ack.ts). */
-  private change<T>(name: ScriptName, args: Arg[]): Promise<T> {
-    if (!this.writeAck) return (this.client[name] as (...a: Arg[]) => Promise<T>).apply(this.client, args);
+  script<T>(name: ScriptName, args: Arg[]): Promise<T> {
+    return (this.client[name] as (...a: Arg[]) => Promise<T>).apply(this.client, args);
+  }
+
+  /** With write-ack on, answers once the replicas have the change (write-ack.ts). */
+  change<T>(name: ScriptName, args: Arg[]): Promise<T> {
+    if (!this.writeAck) return this.script<T>(name, args);
     return this.writeAck.change<T>(name, args);
   }
 
-  /**
-   * Counts a room against its owner's budget of live rooms (claim-1.lua), or throws 429
-   * too_many_rooms. A room closed or idle-expired before its hard cap still counts until it
-   * is found gone here: only then, with the budget spent, are the owner's rooms looked up
-   * (one EXISTS each, at most the budget) and the gone ones dropped, in the same script call
-   * that claims the new one.
-   */
-  private async claimRoom(owner: string, code: string): Promise<void> {
-    const key = this.keys.clientRooms(owner);
-    const claim = (...gone: string[]) => this.client.duetClaim(key, code, this.maxMs, this.roomsPerOwner, ...gone);
-    let [status, retryMs] = await claim();
-    if (status !== Refusal.tooManyRooms) return;
-    const codes = await this.client.zrange(key, "0", "-1");
-    const live = await Promise.all(codes.map((held) => this.client.exists(this.keys.room(held)[0])));
-    const gone = codes.filter((_, i) => live[i] === 0);
-    if (gone.length > 0) [status, retryMs] = await claim(...gone);
-    if (status === Refusal.tooManyRooms) throw tooManyRoomsError(this.roomsPerOwner, Number(retryMs));
+  hmget(key: string, ...fields: string[]): Promise<(string | null)[]> {
+    return this.client.hmget(key, ...fields);
   }
-
-  /** Gives a claimed code back (its room was never opened). */
-  private async unclaimRoom(owner: string, code: string): Promise<void> {
-    await this.client.duetClaim(this.keys.clientRooms(owner), "", this.maxMs, this.roomsPerOwner, code);
+  zrange(key: string, start: string, stop: string): Promise<string[]> {
+    return this.client.zrange(key, start, stop);
   }
-
-  openRoom(options: { e2e?: boolean; owner?: string } = {}): Promise<SeatGrant> {
-    const owner = this.roomsPerOwner > 0 ? options.owner : undefined;
-    return this.run(async () => {
-      // 60-bit codes collide about never; the script still refuses a code in use.
-      for (;;) {
-        const code = mintRoomCode();
-        if (owner !== undefined) await this.claimRoom(owner, code);
-        const token = mintSeatToken();
-        const expiresInMs = await this.change<number>("duetOpen", [
-          ...this.keys.room(code),
-          this.keys.tallyFor(code),
-          hashSeatToken(token),
-          this.idleMs,
-          this.maxMs,
-          this.endingKeepMs,
-          options.e2e ? "1" : "0",
-        ]);
-        if (expiresInMs === Refusal.codeInUse) {
-          // a live or recently ended room's code
-          if (owner !== undefined) await this.unclaimRoom(owner, code);
-          continue;
-        }
-        if (expiresInMs < 0) throw refused(expiresInMs);
-        return { code, seat: "a", token, expiresInMs, e2e: options.e2e === true };
-      }
-    });
+  zcount(key: string, min: string, max: string): Promise<number> {
+    return this.client.zcount(key, min, max);
   }
-
-  joinRoom(code: string): Promise<SeatGrant> {
-    return this.run(async () => {
-      const token = mintSeatToken();
-      const reply = await this.change<number | NamedReply>("duetJoin", [
-        ...this.keys.room(code),
-        this.keys.tallyFor(code),
-        hashSeatToken(token),
-        this.idleMs,
-        this.keys.wakeChannel(code),
-      ]);
-      if (typeof reply === "number") throw refused(reply); // GONE: the bare 404, how it ended is for members
-      const joined = fieldsOf(reply);
-      return { code, seat: "b", token, expiresInMs: Number(joined.expires_in), e2e: joined.e2e === 1 };
-    });
+  exists(key: string): Promise<number> {
+    return this.client.exists(key);
   }
-
-  sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }> {
-    return this.run(async () => {
-      const reply = await this.change<number | NamedReply>("duetSend", [
-        ...this.keys.room(input.code),
-        this.keys.tallyFor(input.code),
-        input.tokenHash,
-        this.idleMs,
-        input.text,
-        noneAsEmpty(input.idempotencyKey),
-        noneAsEmpty(input.textDigest),
-        MAX_PENDING_MESSAGES,
-        MAX_PENDING_BYTES,
-        this.keys.wakeChannel(input.code),
-        input.envelope ? "1" : "0",
-      ]);
-      if (reply === Refusal.gone) throw await this.goneError(input);
-      if (typeof reply === "number") throw refused(reply);
-      const sent = fieldsOf(reply);
-      return { id: String(sent.id), replayed: sent.replayed === 1 };
-    });
+  async setWithExpiry(key: string, value: string, ttlMs: number): Promise<void> {
+    await this.client.set(key, value, "PX", ttlMs);
   }
-
-  readInbox(seat: SeatCredentials, touch: boolean): Promise<InboxSnapshot> {
-    return this.run(async () => {
-      const args = [...this.keys.room(seat.code), seat.tokenHash, this.idleMs];
-      let reply = await this.client.duetRecv(...args, touch ? "1" : "0");
-      // With write-ack, a recv hands out only messages the replicas have: a send that
-      // answered 503 may still be on the master, and one that a failover then loses must
-      // never have been seen (the reader would hold a message the relay no longer has). The
-      // re-read writes (touch), so the WAIT behind it covers every write it observed.
-      if (this.writeAck && typeof reply !== "number" && (fieldsOf(reply).messages as NamedReply).length > 0)
-        reply = await this.change<number | NamedReply>("duetRecv", [...args, "1"]);
-      if (reply === Refusal.gone) throw await this.goneError(seat);
-      if (typeof reply === "number") throw refused(reply);
-      const inbox = fieldsOf(reply);
-      const mine = seatOf(inbox.seat);
-      const from = peerOf(mine);
-      const pairs = inbox.messages as NamedReply;
-      const messages: Message[] = [];
-      for (let i = 0; i + 1 < pairs.length; i += 2)
-        messages.push({ id: String(pairs[i]), from, text: String(pairs[i + 1]) });
-      return { seat: mine, messages, expiresInMs: Number(inbox.expires_in) };
-    });
+  get(key: string): Promise<string | null> {
+    return this.client.get(key);
   }
-
-  ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }> {
-    return this.run(async () => {
-      const status = await this.change<number>("duetAck", [
-        ...this.keys.room(seat.code),
-        seat.tokenHash,
-        this.idleMs,
-        this.keys.wakeChannel(seat.code),
-        ...ids,
-      ]);
-      if (status === Refusal.gone) throw await this.goneError(seat);
-      if (status < 0) throw refused(status);
-      return { acked: status };
-    });
-  }
-
-  getStatus(seat: SeatCredentials, touch = true): Promise<RoomStatus> {
-    return this.run(async () => {
-      const reply = await this.client.duetStatus(
-        ...this.keys.room(seat.code),
-        seat.tokenHash,
-        this.idleMs,
-        touch ? "1" : "0",
-      );
-      if (reply === Refusal.gone) throw await this.goneError(seat);
-      if (typeof reply === "number") throw refused(reply);
-      const status = fieldsOf(reply);
-      const peerJoined = status.peer_joined === 1;
-      const peerSeen = emptyAsNone(status.peer_seen);
-      return {
-        seat: seatOf(status.seat),
-        members: membersOf(peerJoined),
-        expiresInMs: Number(status.expires_in),
-        peerJoined,
-        peerActive: isActive(peerSeen === undefined ? undefined : Number(peerSeen), Number(status.now)),
-        pendingIn: Number(status.pending_in),
-        unread: (status.unread as NamedReply).map(String),
-        e2e: status.e2e === 1,
-      };
-    });
-  }
-
-  closeRoom(seat: SeatCredentials, force: boolean): Promise<void> {
-    return this.run(async () => {
-      const status = await this.change<number>("duetClose", [
-        ...this.keys.room(seat.code),
-        this.keys.tallyFor(seat.code),
-        seat.tokenHash,
-        this.idleMs,
-        force ? "1" : "0",
-        this.keys.wakeChannel(seat.code),
-      ]);
-      if (status === Refusal.gone) throw await this.goneError(seat);
-      if (status < 0) throw refused(status);
-    });
-  }
-
-  /**
-   * The 404 for a room that is gone: how it ended when the token holds one of its seats and
-   * the ending is still kept, else bare. One more script call, on this path only.
-   */
-  private async goneError(seat: SeatCredentials): Promise<ApiError> {
-    const reply = await this.client.duetEnding(this.keys.ending(seat.code), seat.tokenHash);
-    if (typeof reply === "number") return apiError("not_found");
-    const ending = fieldsOf(reply);
-    const me = seatOf(ending.seat);
-    const closer = emptyAsNone(ending.by);
-    const atMs = Number(ending.at);
-    const record: EndingRecord = {
-      reason: (emptyAsNone(ending.why) as EndReason | undefined) ?? expiryReason(atMs, Number(ending.hard)),
-      atMs,
-      left: { a: Number(ending.left_a), b: Number(ending.left_b) },
-    };
-    if (closer !== undefined) record.by = seatOf(closer);
-    return roomEndedError(endingFor(record, me), me);
-  }
-
-  getStats(): Promise<StoreTally> {
-    return this.run(async () => {
-      // Two commands per tag; auto-pipelining sends them together (grouped per node in a
-      // cluster). Callers cache the result (see CachedTally): this is not per-request work.
-      const now = Date.now();
-      const rows = await Promise.all(
-        this.keys
-          .allTallies()
-          .map(({ tally, live }) =>
-            Promise.all([
-              this.client.hmget(tally, "sessions", "paired", "messages", "bytes", "closed"),
-              this.client.zcount(live, `(${now}`, "+inf"),
-            ]),
-          ),
-      );
-      const totals: StoreTally = { sessions: 0, paired: 0, messages: 0, bytes: 0, closed: 0, roomsOpen: 0 };
-      for (const [[sessions, paired, messages, bytes, closed], open] of rows) {
-        totals.sessions += Number(sessions ?? 0);
-        totals.paired += Number(paired ?? 0);
-        totals.messages += Number(messages ?? 0);
-        totals.bytes += Number(bytes ?? 0);
-        totals.closed += Number(closed ?? 0);
-        totals.roomsOpen += open;
-      }
-      return totals;
-    });
-  }
-
-  describeRoom(code: string): Promise<{ e2e: boolean } | undefined> {
-    return this.run(async () => {
-      const [seatA, e2e] = await this.client.hmget(this.keys.room(code)[0], "ta", "e2e");
-      return seatA === null ? undefined : { e2e: e2e !== null };
-    });
-  }
-
-  async isReady(): Promise<boolean> {
-    try {
-      return (await this.run(() => this.client.ping())) === "PONG";
-    } catch {
-      return false;
-    }
+  ping(): Promise<string> {
+    return this.client.ping();
   }
 
   async close(): Promise<void> {
-    this.onClose?.();
     const connections = [this.client, this.subscriber, this.writeAck?.ack.client].filter(
       (c): c is RedisClient => c !== undefined,
     );
     // disconnect() after quit(): with Sentinel only disconnect() closes the failover
     // detector's connections to the sentinels.
-    await Promise.all(
-      connections.map((connection) =>
-        connection
-          .quit()
-          .catch(() => undefined)
-          .finally(() => connection.disconnect()),
-      ),
-    );
+    await Promise.all(connections.map(closeConnection));
+  }
+}
+
+export class RedisRoomStore extends ScriptedRoomStore {
+  private readonly onClose?: () => void;
+
+  constructor(options: RedisStoreOptions) {
+    super({ ...options, backend: new RedisBackend(options) });
+    this.onClose = options.onClose;
+  }
+
+  override async close(): Promise<void> {
+    this.onClose?.();
+    await super.close();
   }
 }

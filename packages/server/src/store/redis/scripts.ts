@@ -43,22 +43,75 @@ declare module "ioredis" {
     duetClose(...keysThenArgs: Arg[]): Result<number, Context>;
     duetEnding(...keysThenArgs: Arg[]): Result<number | NamedReply, Context>;
     duetClaim(...keysThenArgs: Arg[]): Result<[number, number?], Context>;
-    duetCountHits(...keysThenArgs: Arg[]): Result<number[], Context>;
+    duetLeaseTokens(...keysThenArgs: Arg[]): Result<number[], Context>;
   }
 }
 
-const SCRIPTS = {
-  duetOpen: { file: "open-8.lua", numberOfKeys: 8 },
-  duetJoin: { file: "join-8.lua", numberOfKeys: 8 },
-  duetSend: { file: "send-8.lua", numberOfKeys: 8 },
-  duetRecv: { file: "recv-7.lua", numberOfKeys: 7 },
-  duetAck: { file: "ack-7.lua", numberOfKeys: 7 },
-  duetStatus: { file: "status-7.lua", numberOfKeys: 7 },
-  duetClose: { file: "close-8.lua", numberOfKeys: 8 },
-  duetEnding: { file: "ending-1.lua", numberOfKeys: 1 },
-  duetClaim: { file: "claim-1.lua", numberOfKeys: 1 },
-  duetCountHits: { file: "count-hits-1.lua", numberOfKeys: 1 },
+/**
+ * Every script, its file and key count, and what it does atomically: the script table of
+ * docs/redis.md §3 is generated from `does` (`pnpm docs:generate`). `grows`: it adds rooms
+ * or text, so the in-process store's byte budget (MEMORY_STORE_MAX_BYTES) checks it first.
+ */
+export const SCRIPTS = {
+  duetOpen: {
+    file: "open-8.lua",
+    numberOfKeys: 8,
+    grows: true,
+    does: "create the room with seat `a` and its ending record, set their expiry, count a session and a live room; refuse a code in use or still remembered as ended",
+  },
+  duetJoin: {
+    file: "join-8.lua",
+    numberOfKeys: 8,
+    does: "claim seat `b` (`GONE`, `FULL`), count a pairing, wake the opener's waiting status",
+  },
+  duetSend: {
+    file: "send-8.lua",
+    numberOfKeys: 8,
+    grows: true,
+    does: "idempotency check, mailbox check, the envelope check of an encrypted room, store, expiry, tally, and the `SPUBLISH` wake-up",
+  },
+  duetRecv: {
+    file: "recv-7.lua",
+    numberOfKeys: 7,
+    does: "read the caller's pending messages (activity only on a recv's first read)",
+  },
+  duetAck: {
+    file: "ack-7.lua",
+    numberOfKeys: 7,
+    does: "delete the listed messages of the caller's inbox, and publish the deleted ids to the sender (`read:…`)",
+  },
+  duetStatus: {
+    file: "status-7.lua",
+    numberOfKeys: 7,
+    does: "the caller's view of the room (activity only on a status's first read)",
+  },
+  duetClose: {
+    file: "close-8.lua",
+    numberOfKeys: 8,
+    does: "the unread check, record how the room ended, delete the room's keys, count a close, publish `closed`",
+  },
+  duetClaim: {
+    file: "claim-1.lua",
+    numberOfKeys: 1,
+    does: "count a room an address opens against `ROOMS_PER_IP` (429 `too_many_rooms`), dropping rooms past their hard cap and those the caller found gone; its own key, run just before `open`",
+  },
+  duetLeaseTokens: {
+    file: "lease-tokens-1.lua",
+    numberOfKeys: 1,
+    does: "grant a node tokens from the window's per-IP request budgets, never more than is left, after charging the calls it admitted without one (or taking back the tokens a stopping node returns), for all the addresses it needs tokens for in one call; answer each grant and the budget taken (one limit across nodes with no round trip per call: [security](security.md#rate-limits))",
+  },
+  duetEnding: {
+    file: "ending-1.lua",
+    numberOfKeys: 1,
+    does: "after `GONE`: how the room ended, for one of its seats, from its ending record ([room endings](room-endings.md#redis))",
+  },
 } as const;
+
+/** docs/redis.md §3's script table, from SCRIPTS. */
+export function scriptTable(): string {
+  const rows = Object.values(SCRIPTS).map(({ file, does }) => `| \`${file.replace(/\.lua$/, "")}\` | ${does} |`);
+  return ["| Script | Does, atomically |", "|---|---|", ...rows].join("\n");
+}
 
 export type ScriptName = keyof typeof SCRIPTS;
 

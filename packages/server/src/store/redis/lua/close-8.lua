@@ -9,13 +9,14 @@ local seat, failure = seat_of(ARGV[1])
 if not seat then return failure end
 local left_a = redis.call('LLEN', KEYS[2])
 local left_b = redis.call('LLEN', KEYS[3])
--- closeRefused and closeReason of room-rules.ts, atomic with the delete.
+-- Without force a close is refused while any message is unacked, in either direction; with
+-- force it ends the room as force_closed (docs/protocol.md §5.3, §16).
 if ARGV[3] ~= '1' and left_a + left_b > 0 then
   expire_room(touch(seat, now_ms(), tonumber(ARGV[2])))
   return UNREAD
 end
--- The ending record keeps how the room ended for 'keep' ms (none for a room from before
--- ending records, or with keep 0).
+-- The ending record keeps how the room ended for 'keep' ms (a relay with keep 0 writes none
+-- at open).
 local keep = tonumber(redis.call('HGET', KEYS[7], 'keep')) or 0
 if keep > 0 then
   local why = 'closed'

@@ -13,12 +13,12 @@ local seat
 if f[1] and f[1] == ARGV[1] then seat = 'a' elseif f[2] and f[2] == ARGV[1] then seat = 'b' end
 if not seat then return GONE end
 if f[3] then
-  return {'seat', seat, 'why', f[3], 'at', tonumber(f[5]), 'by', f[4] or '', 'left_a', tonumber(f[6]), 'left_b', tonumber(f[7]), 'hard', tonumber(f[8]) or 0}
+  return {'seat', seat, 'why', f[3], 'at', tonumber(f[5]), 'by', f[4], 'left_a', tonumber(f[6]), 'left_b', tonumber(f[7]), 'hard', tonumber(f[8])}
 end
 -- Not closed, so it expired; the record was set to expire 'keep' ms after the room did.
 local ended_at = redis.call('PEXPIRETIME', KEYS[1]) - tonumber(f[9])
--- Gone before its expiry, yet not closed by a script that records closes (one from before
--- ending records, during a rolling upgrade) or deleted by hand: the relay does not know how.
+-- Gone before its expiry without a recorded close (its keys deleted by hand, say): the relay
+-- does not know how it ended.
 local t = redis.call('TIME')
 if ended_at > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then return GONE end
-return {'seat', seat, 'why', '', 'at', ended_at, 'by', '', 'left_a', 0, 'left_b', 0, 'hard', tonumber(f[8]) or 0}
+return {'seat', seat, 'why', '', 'at', ended_at, 'by', '', 'left_a', 0, 'left_b', 0, 'hard', tonumber(f[8])}

@@ -9,7 +9,7 @@ if not tokens[1] then return GONE end
 if tokens[2] then return FULL end
 local now = now_ms()
 redis.call('HSET', KEYS[1], 'tb', ARGV[1])
--- Only on a record open-8.lua wrote (a room from before ending records has none).
+-- Only on a record open-8.lua wrote (with keep 0 it writes none).
 if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('HSET', KEYS[7], 'tb', ARGV[1]) end
 local expires_at = touch('b', now, tonumber(ARGV[2]))
 expire_room(expires_at)

@@ -31,8 +31,8 @@ if ARGV[4] ~= '' then
     return KEY_CONFLICT
   end
 end
--- The rules of room-rules.ts, here because they must be atomic with the write: the key
--- (decideKey), the mailbox (mailboxRefuses) and the id (nextMessageId).
+-- The mailbox, room-wide and both directions together (docs/protocol.md §8): a text that
+-- would pass either limit is refused.
 local pending = redis.call('LLEN', KEYS[2]) + redis.call('LLEN', KEYS[3])
 local pending_bytes = tonumber(redis.call('HGET', KEYS[1], 'bytes'))
 if pending >= tonumber(ARGV[6]) or pending_bytes + #text > tonumber(ARGV[7]) then
@@ -44,11 +44,9 @@ end
 -- under appendfsync everysec, a failover to a replica that lagged): the lost sends' ids were
 -- minted before the loss, every later one after it. A counter alone would mint a lost id
 -- again for another text, and a client that had read the lost message would skip the new
--- one as already handled. Rooms opened before 'born' existed keep counting.
+-- one as already handled.
 local room = redis.call('HMGET', KEYS[1], 'seq', 'born')
-local seq = tonumber(room[1]) + 1
-if room[2] then seq = math.max(seq, now_micros - tonumber(room[2])) end
-local id = digits(seq)
+local id = digits(math.max(tonumber(room[1]) + 1, now_micros - tonumber(room[2])))
 redis.call('HSET', KEYS[1], 'seq', id)
 local recipient = peer_of(seat)
 redis.call('HSET', KEYS[4], id, text)

@@ -64,7 +64,7 @@ end
 -- now" is a count of scores in the future.
 -- The ending record follows 'keep' ms later: expiry is silent in Redis, so the record's own
 -- expiry time, minus 'keep', is when the room expired (ending-1.lua reads it back). A room
--- opened before ending records existed has none: PEXPIREAT on a missing key does nothing.
+-- opened with keep 0 has none: PEXPIREAT on a missing key does nothing.
 local function expire_room(expires_at)
   for i = 1, 5 do redis.call('PEXPIREAT', KEYS[i], expires_at) end
   redis.call('ZADD', KEYS[6], expires_at, room_code())

@@ -1,0 +1,123 @@
+// The in-process store's engine on its own: the keyspace keeps Redis's rules where the
+// scripts depend on them, and the real room scripts run on the Lua VM with Redis's number
+// and reply conversions (Lua 5.1's doubles, not fengari's 32-bit integers).
+import { LuaVm, ScriptError } from "../../src/store/memory/lua-vm";
+import { MiniRedis } from "../../src/store/memory/mini-redis";
+import { RedisKeys } from "../../src/store/redis/keys";
+import { fieldsOf, type NamedReply } from "../../src/store/redis/scripts";
+
+function engine(startMs = 1_764_000_000_000) {
+  let now = startMs;
+  const published: [string, string][] = [];
+  const redis = new MiniRedis(
+    () => now,
+    (channel, message) => published.push([channel, message]),
+  );
+  return { redis, vm: new LuaVm(redis), published, advance: (ms: number) => (now += ms) };
+}
+
+describe("MiniRedis", () => {
+  it("deletes an emptied list or hash with its TTL, and a key expired in the past", () => {
+    const { redis, advance } = engine();
+    redis.call("RPUSH", ["l", "x"]);
+    redis.call("PEXPIRE", ["l", "1000"]);
+    expect(redis.call("PTTL", ["l"])).toBe(1000);
+    redis.call("LREM", ["l", "1", "x"]);
+    expect(redis.call("EXISTS", ["l"])).toBe(0);
+    redis.call("RPUSH", ["l", "y"]);
+    expect(redis.call("PTTL", ["l"])).toBe(-1);
+    redis.call("HSET", ["h", "f", "v"]);
+    redis.call("PEXPIREAT", ["h", String(1_764_000_000_000 - 1)]);
+    expect(redis.call("EXISTS", ["h"])).toBe(0);
+    redis.call("HSET", ["h", "f", "v"]);
+    redis.call("PEXPIRE", ["h", "50"]);
+    advance(50);
+    expect(redis.call("HGET", ["h", "f"])).toBeNull();
+    expect(redis.call("PTTL", ["h"])).toBe(-2);
+  });
+
+  it("answers as Redis does: byte lengths, sorted members with their scores, wrong types refused", () => {
+    const { redis } = engine();
+    redis.call("HSET", ["h", "t", "héllo"]);
+    expect(redis.call("HSTRLEN", ["h", "t"])).toBe(6);
+    redis.call("ZADD", ["z", "20", "b", "10", "c", "10", "a"]);
+    expect(redis.call("ZRANGE", ["z", "0", "0", "WITHSCORES"])).toEqual(["a", "10"]);
+    expect(redis.call("ZCOUNT", ["z", "(10", "+inf"])).toBe(1);
+    expect(redis.call("ZREMRANGEBYSCORE", ["z", "-inf", "10"])).toBe(2);
+    expect(() => redis.call("LLEN", ["h"])).toThrow(/WRONGTYPE/);
+    expect(() => redis.call("NOPE", [])).toThrow(/unknown command/);
+  });
+
+  it("counts the bytes it holds, and gives them back when keys go", () => {
+    const { redis, advance } = engine();
+    redis.call("HSET", ["h", "f", "x".repeat(1000)]);
+    redis.call("RPUSH", ["l", "a", "b"]);
+    redis.call("SET", ["n", "v", "PX", "10"]);
+    expect(redis.used).toBeGreaterThan(1000);
+    redis.call("DEL", ["h", "l"]);
+    advance(10);
+    redis.sweep();
+    expect(redis.used).toBe(0);
+  });
+});
+
+describe("the room scripts on the Lua VM", () => {
+  const keys = new RedisKeys("");
+  // Long enough for ids past 2^31 microseconds (36 minutes) in a live room.
+  const IDLE = 10_000_000;
+  const code = "abcdefghjkmn";
+  const room = keys.room(code);
+  const open = (vm: LuaVm) =>
+    vm.run("duetOpen", [...room, keys.tallyFor(code), "hash-a", IDLE, 2 * IDLE, 600_000, "0"]);
+  const send = (vm: LuaVm, text: string, key = "") =>
+    vm.run("duetSend", [
+      ...room,
+      keys.tallyFor(code),
+      "hash-a",
+      IDLE,
+      text,
+      key,
+      key === "" ? "" : "digest",
+      100,
+      1_000_000,
+      keys.wakeChannel(code),
+      "0",
+    ]) as NamedReply;
+
+  it("mint ids in microseconds past 2^31 exactly, as digits, and answer integers", () => {
+    const { vm, advance } = engine();
+    expect(open(vm)).toBe(IDLE);
+    advance(5000.5);
+    const first = fieldsOf(send(vm, "one"));
+    expect(first).toEqual({ id: "5000500", replayed: 0, expires_in: IDLE });
+    advance(4_000_000);
+    expect(fieldsOf(send(vm, "two")).id).toBe("4005000500");
+    expect(fieldsOf(send(vm, "three")).id).toBe("4005000501");
+  });
+
+  it("count text in bytes, replay a key, and publish the wake-up", () => {
+    const { vm, redis, published } = engine();
+    open(vm);
+    vm.run("duetJoin", [...room, keys.tallyFor(code), "hash-b", 60_000, keys.wakeChannel(code)]);
+    const sent = fieldsOf(send(vm, "héllo", "k"));
+    expect(redis.call("HGET", [room[0], "bytes"])).toBe("6");
+    expect(fieldsOf(send(vm, "héllo", "k"))).toMatchObject({ id: sent.id, replayed: 1 });
+    expect(published).toEqual([
+      [keys.wakeChannel(code), "joined"],
+      [keys.wakeChannel(code), "b"],
+    ]);
+    const inbox = fieldsOf(vm.run("duetRecv", [...room, "hash-b", 60_000, "1"]) as NamedReply);
+    expect(inbox.messages).toEqual([sent.id, "héllo"]);
+    expect(vm.run("duetRecv", [...room, "hash-x", 60_000, "1"])).toBe(-2);
+  });
+
+  it("turn a command's refusal into a script error, and leave the VM usable", () => {
+    const { vm, redis } = engine();
+    redis.call("SET", [room[6], "not a hash"]);
+    redis.call("DEL", [room[6]]);
+    redis.call("SET", [room[0], "not a hash"]);
+    expect(() => vm.run("duetRecv", [...room, "hash-a", 60_000, "1"])).toThrow(ScriptError);
+    redis.call("DEL", [room[0]]);
+    expect(open(vm)).toBe(IDLE);
+  });
+});
