@@ -47,7 +47,7 @@ LOCK=/run/duet-test-docker.lock
 OWNER=${DUET_DOCKER_OWNER:-$PPID}
 HERE=$(cd "$(dirname "$0")" && pwd)
 
-say() { printf 'docker-env: %s\n' "$*" >&2; }
+say() { printf 'docker-env: %s %s\n' "$(date +%T)" "$*" >&2; }
 die() { say "$*"; exit 1; }
 quiet() { local log; log=$(mktemp); if ! "$@" >"$log" 2>&1; then cat "$log" >&2; rm -f "$log"; return 1; fi; rm -f "$log"; }
 

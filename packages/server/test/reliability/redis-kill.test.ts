@@ -55,7 +55,9 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
       // and shows in the durations the checker measures. Reported beside them.
       const loopDelay = monitorEventLoopDelay({ resolution: 10 });
       loopDelay.enable();
-      const deadline = Date.now() + (SOAK ? 600_000 : 90_000);
+      // A guard against a hang, not a bound: the verdict counts messages, and a busy machine
+      // only makes the run longer.
+      const deadline = Date.now() + (SOAK ? 600_000 : 240_000);
       const rooms = await Promise.all(Array.from({ length: ROOMS }, () => openRoomWithRetry(target.client, deadline)));
       let trafficDone = false;
       const traffic = Promise.all(
@@ -158,7 +160,7 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
       // The faults really happened and were seen by clients.
       expect(figures.status503 + result.unknownOutcomes).toBeGreaterThan(0);
     },
-    SOAK ? 700_000 : 120_000,
+    SOAK ? 700_000 : 300_000,
   );
 });
 
@@ -174,8 +176,8 @@ describe("Redis SIGKILL and restart without persistence", () => {
       redis.process.kill("SIGKILL");
       await exited;
       redis = await spawnRedis([], redis.port);
-      const deadline = Date.now() + 5000;
-      while ((await client.call("GET", "/readyz")).status !== 200 && Date.now() < deadline) await sleep(50);
+      // Ready again once the relay has reconnected: waited for, however long the machine takes.
+      while ((await client.call("GET", "/readyz")).status !== 200) await sleep(50);
       const statuses = new Map<string, number>();
       for (const room of rooms) {
         for (const reply of [
@@ -196,5 +198,5 @@ describe("Redis SIGKILL and restart without persistence", () => {
       await target.close();
       await redis.stop("SIGKILL");
     }
-  }, 30_000);
+  }, 120_000);
 });

@@ -169,7 +169,9 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
   it("connections reset during sends: a retry with the same key resolves to exactly one id; without a key no send is stored twice", async () => {
     const { client } = target;
     const history = new History();
-    const deadline = Date.now() + 60_000;
+    // A guard against a hang, not a bound: the verdict counts messages, and a busy machine
+    // only makes the run longer.
+    const deadline = Date.now() + 240_000;
     const keyed = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, deadline)));
     const unkeyed = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, deadline)));
     const admin = new Redis(redis.url);
@@ -250,7 +252,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     expect(unkeyedReceived.size).toBeLessThanOrEqual(unkeyedOk + unkeyedUnknown);
     // The tally agrees with what was stored: no script ran twice for one request.
     expect(storedByTally).toBe(3 * 2 * RESET_MESSAGES + unkeyedReceived.size);
-  }, 90_000);
+  }, 300_000);
 
   it("subscriber connection black-holed: a recv that needs a new subscription still answers within its wait + 2 s", async () => {
     const { client } = target;

@@ -1,16 +1,22 @@
 // The subscriber connection killed over and over (CLIENT KILL TYPE pubsub in a loop) while
-// recvs wait on three nodes and sends land on other nodes: every message is delivered, and
-// the worst delay from a send's answer to its recv's answer stays under 5 s although the
-// waiters' own re-read (WAKE_RECHECK_SECONDS) is pushed out to an hour: a reconnect re-reads
-// every waiter at once, so no periodic re-read is needed for a lost wake-up.
+// recvs wait on three nodes and sends land on other nodes: every message is delivered to the
+// recv that was waiting for it, never to one issued after that recv waited out its whole wait,
+// although the waiters' own re-read (WAKE_RECHECK_SECONDS) is pushed out to an hour: a
+// reconnect re-reads every waiter at once, so no periodic re-read is needed for a lost
+// wake-up. The verdict counts events (a waiting recv that came back empty), not time: the
+// delays from a send's answer to its recv's answer are figures, and on a busy machine they
+// grow without changing it.
 import { Redis } from "ioredis";
+import { MAX_WAIT_MS } from "@duet/protocol";
 import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";
 import { median, percentile } from "../support/workload";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const RECHECK_SECONDS = 3600;
-const WORST_DELAY_MS = 5000;
+// A lost wake-up leaves its recv waiting this long, then answered empty: far longer than any
+// re-read after a reconnect, however busy the machine.
+const RECV_WAIT_MS = MAX_WAIT_MS;
 const SOAK = process.env.DUET_SOAK === "1";
 
 describe("subscriber connection killed repeatedly", () => {
@@ -31,7 +37,7 @@ describe("subscriber connection killed repeatedly", () => {
     await redis?.stop("SIGKILL");
   });
 
-  it("delivers 100% of messages, the worst delay under 5 s with no periodic re-read", async () => {
+  it("delivers 100% of messages, each to the recv waiting for it, with no periodic re-read", async () => {
     const { client } = target;
     const ROOMS = SOAK ? 60 : 20;
     const ROUNDS = SOAK ? 50 : 10;
@@ -48,12 +54,14 @@ describe("subscriber connection killed repeatedly", () => {
     const delays: number[] = [];
     let delivered = 0;
     let sent = 0;
+    /** Waiting recvs that waited out their whole wait and came back empty: a lost wake-up. */
+    let wokenNever = 0;
     await Promise.all(
       rooms.map(async (room, r) => {
         for (let round = 0; round < ROUNDS; round++) {
           const text = `r${r}-${round}`;
           // The recv waits on one node; the send goes to the next (round robin).
-          const waiting = client.recv(room.code, room.b, 20_000).then((reply) => ({ reply, at: Date.now() }));
+          const waiting = client.recv(room.code, room.b, RECV_WAIT_MS).then((reply) => ({ reply, at: Date.now() }));
           await sleep(50 + Math.random() * 250);
           let sentAt = 0;
           for (let attempt = 0; attempt < 20 && !sentAt; attempt++) {
@@ -64,9 +72,12 @@ describe("subscriber connection killed repeatedly", () => {
           expect(sentAt).toBeGreaterThan(0);
           sent++;
           let { reply, at } = await waiting;
-          // A recv that ended empty or with 503 (a kill during its first read) is simply repeated.
+          // A recv answered 503 (a kill during its first read) is simply repeated; one that
+          // came back empty waited out its whole wait: the wake-up was lost.
           for (let attempt = 0; attempt < 5 && !(reply.status === 200 && reply.body.messages.length); attempt++) {
-            reply = await client.recv(room.code, room.b, 20_000);
+            if (reply.status === 200) wokenNever++;
+            else expect(reply.status).toBe(503);
+            reply = await client.recv(room.code, room.b, 0);
             at = Date.now();
           }
           const message = reply.body.messages?.find((m: { text: string }) => m.text === text);
@@ -85,6 +96,7 @@ describe("subscriber connection killed repeatedly", () => {
       messages: sent,
       delivered,
       subscriberKills: kills,
+      wokenNever,
       medianDelayMs: median(delays),
       p99DelayMs: percentile(delays, 99),
       maxDelayMs: Math.max(...delays),
@@ -93,6 +105,6 @@ describe("subscriber connection killed repeatedly", () => {
     console.log(`FIGURES subscriber-kill ${JSON.stringify(figures)}`);
     expect(kills).toBeGreaterThan(5);
     expect(delivered).toBe(ROOMS * ROUNDS);
-    expect(figures.maxDelayMs).toBeLessThan(WORST_DELAY_MS);
-  }, 120_000);
+    expect(wokenNever).toBe(0);
+  }, 600_000);
 });

@@ -164,7 +164,7 @@ describe("JsonBodyParser", () => {
       error: "bad_request",
       message: expect.stringContaining("1,024 fields"),
     });
-    const keys = Buffer.from(`{${Array.from({ length: 1_150_000 }, (_, i) => `"${i.toString(16)}":1`).join(",")}}`);
+    const keys = Buffer.from(`{${Array.from({ length: 20_000 }, (_, i) => `"${i.toString(16)}":1`).join(",")}}`);
     expect(parse(keys, [65_536, 131_072])).toMatchObject({
       error: "bad_request",
       message: expect.stringContaining("fields"),
