@@ -99,16 +99,11 @@ const PLANS = {
     first: [step("build", "pnpm -r --silent build"), prerequisites()],
     lanes: {
       // Every lane at the same priority: a test's verdict does not depend on the machine's load
-      // (docs/testing.md has each of these files' verdicts, quiet and beside a CPU hog). The
-      // fault-injection tests and the integration tests in two lanes: mostly waiting (faults
-      // last seconds), each on Redis, Sentinel and Cluster processes of its own.
+      // (docs/testing.md has each of these files' verdicts, quiet and beside a CPU hog). Six
+      // lanes keep both cores busy; a seventh only made every lane slower. The fault-injection
+      // tests alone (mostly waiting: faults last seconds); the integration tests after the
+      // unit tests, which end early.
       reliability: [serverTests[1]],
-      integration: [
-        step(
-          "server integration tests (several nodes, outages, Sentinel, write-ack)",
-          "pnpm --filter @duet/server exec jest test/integration",
-        ),
-      ],
       // The pinned runtime, the image's: every test; the server's behaviour suite in a lane of
       // its own, on CI_TARGETS.
       server: [
@@ -120,6 +115,10 @@ const PLANS = {
         step(
           "server unit, store, browser and MCP conformance tests",
           "pnpm --filter @duet/server exec jest --testPathPatterns '^(?!.*test/(reliability|behaviour|integration)/)'",
+        ),
+        step(
+          "server integration tests (several nodes, outages, Sentinel, write-ack)",
+          "pnpm --filter @duet/server exec jest test/integration",
         ),
       ],
       deploy: [deployTests],

@@ -20,7 +20,9 @@ module.exports = {
     "^(\\.{1,2}/.*)\\.js$": "$1",
   },
   globalSetup: "<rootDir>/test/support/global-setup.ts",
-  testTimeout: 30_000,
+  // A guard against a hang, not a bound: tests wait for events, and on a busy machine (every
+  // CI lane at once) starting a relay or a CLI process can take tens of seconds.
+  testTimeout: 120_000,
   // Two cores: more workers only make the timing-sensitive tests noisier.
   maxWorkers: 2,
 };

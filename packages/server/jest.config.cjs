@@ -31,7 +31,9 @@ module.exports = {
   testSequencer: "<rootDir>/../testkit/jest-sequencer.cjs",
   globalSetup: "<rootDir>/test/support/global-setup.ts",
   globalTeardown: "<rootDir>/test/support/global-teardown.ts",
-  testTimeout: 30_000,
+  // A guard against a hang, not a bound: tests wait for events, and on a busy machine (every
+  // CI lane at once) starting a relay or a Redis alone can take tens of seconds.
+  testTimeout: 120_000,
   // Two cores: more workers only make the timing-sensitive tests noisier.
   maxWorkers: 2,
 };

@@ -388,7 +388,8 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
       seat: "a",
       peer_joined: false,
     });
-  });
+    // A guard against a hang: two Inspector processes, each allowed its 60 s to start and answer.
+  }, 150_000);
 });
 
 describe("MCP rate limits", () => {

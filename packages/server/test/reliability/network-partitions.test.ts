@@ -422,9 +422,13 @@ describe("network partitions: Sentinel (master + 2 replicas + 3 sentinels)", () 
       kind: "sentinel",
       env: { REDIS_SENTINELS: sentinel.sentinels, REDIS_SENTINEL_NAME: sentinel.name },
       async target() {
-        const master = await sentinel.masterHost();
-        if (!master) throw new Error("the sentinels agree on no master");
-        return master;
+        // After the last scenario's heal the sentinels may still be converging: wait until a
+        // majority names one master (the guard is against a hang; a busy machine only takes longer).
+        for (const guard = Date.now() + 120_000; ; await sleep(100)) {
+          const master = await sentinel.masterHost();
+          if (master) return master;
+          if (Date.now() > guard) throw new Error("the sentinels agreed on no master for 120 s");
+        }
       },
       othersThan: (host) => [...SENTINEL_DATA.filter((h) => h !== host), ...SENTINELS],
       async replicasOf(host) {

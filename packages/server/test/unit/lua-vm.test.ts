@@ -1,7 +1,7 @@
 // The in-process store's engine on its own: the keyspace keeps Redis's rules where the
 // scripts depend on them, and the real room scripts run on the Lua VM with Redis's number
 // and reply conversions (Lua 5.1's doubles, not fengari's 32-bit integers).
-import { LuaVm, ScriptError } from "../../src/store/memory/lua-vm";
+import { LuaVm, ScriptError, sharedLuaVm } from "../../src/store/memory/lua-vm";
 import { MiniRedis } from "../../src/store/memory/mini-redis";
 import { RedisKeys } from "../../src/store/redis/keys";
 import { fieldsOf, type NamedReply } from "../../src/store/redis/scripts";
@@ -119,5 +119,21 @@ describe("the room scripts on the Lua VM", () => {
     expect(() => vm.run("duetRecv", [...room, "hash-a", 60_000, "1"])).toThrow(ScriptError);
     redis.call("DEL", [room[0]]);
     expect(open(vm)).toBe(IDLE);
+  });
+
+  it("one VM serves several keyspaces (every store of a process), each seeing only its own keys", () => {
+    const first = engine();
+    const second = engine();
+    const vm = sharedLuaVm();
+    expect(
+      vm.runOn(first.redis, "duetOpen", [...room, keys.tallyFor(code), "hash-a", IDLE, 2 * IDLE, 600_000, "0"]),
+    ).toBe(IDLE);
+    expect(first.redis.call("EXISTS", [room[0]!])).toBe(1);
+    expect(second.redis.call("EXISTS", [room[0]!])).toBe(0);
+    // The same code opens again in the second keyspace: nothing of the first is seen there.
+    expect(
+      vm.runOn(second.redis, "duetOpen", [...room, keys.tallyFor(code), "hash-a", IDLE, 2 * IDLE, 600_000, "0"]),
+    ).toBe(IDLE);
+    expect(sharedLuaVm()).toBe(vm);
   });
 });

@@ -29,6 +29,7 @@ const relayOn = (prefix: string) => {
   const config = loadConfig({
     HOST: "127.0.0.1",
     PORT: "0",
+    METRICS_PORT: "0", // never the default 9464: another test's relay may hold it
     REDIS_URL: redis.url,
     REDIS_KEY_PREFIX: prefix,
     LOG_LEVEL: "silent",

@@ -25,7 +25,10 @@ class MemoryBackend implements ScriptBackend {
   readonly kind = "memory" as const;
   readonly acknowledgesWrites = false;
   readonly keyspace: MiniRedis;
-  /** Loaded on the first script: a relay on Redis never loads the VM, and `pnpm start` answers sooner. */
+  /**
+   * The process's one VM (lua-vm.ts), loaded on the first script: a relay on Redis never
+   * loads it, and `pnpm start` answers sooner.
+   */
   private vm?: Promise<LuaVm>;
   /** Wake-ups a script published, delivered once it has run (as Redis delivers them). */
   private readonly published: [channel: string, message: string][] = [];
@@ -48,11 +51,11 @@ class MemoryBackend implements ScriptBackend {
   }
 
   async script<T>(name: ScriptName, args: Arg[]): Promise<T> {
-    this.vm ??= import("./lua-vm.js").then(({ LuaVm }) => new LuaVm(this.keyspace));
+    this.vm ??= import("./lua-vm.js").then(({ sharedLuaVm }) => sharedLuaVm());
     const vm = await this.vm;
     let reply: Reply;
     try {
-      reply = vm.run(name, args);
+      reply = vm.runOn(this.keyspace, name, args);
     } finally {
       this.deliver();
     }
