@@ -113,7 +113,7 @@ describe("receiveLoop on the push stream", () => {
     expect(result).toEqual({ handled: 1 });
     expect(texts).toEqual(["by recv"]);
     expect(log).toEqual(["stream", "recv", "ack 7"]);
-  }, 15_000);
+  }, 120_000);
 
   it("falls back to long-poll on a relay without the stream endpoint (404, 405)", async () => {
     for (const status of [404, 405]) {

@@ -60,7 +60,7 @@ beforeAll(async () => {
     ],
   });
   mkdirSync(SCREENSHOTS, { recursive: true });
-}, 90_000);
+}, 120_000);
 
 afterAll(async () => {
   await context?.close();

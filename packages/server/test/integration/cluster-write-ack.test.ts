@@ -40,7 +40,7 @@ describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
       REDIS_WRITE_ACK_REPLICAS: "1",
       REDIS_WRITE_ACK_TIMEOUT_MS: "1000",
     });
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await target?.close();
     await cluster?.stop();
@@ -87,5 +87,5 @@ describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
     expect(inbox.body.messages.map((m: { id: string; text: string }) => [m.id, m.text])).toEqual([
       [retried.body.id, "needs its replica"],
     ]);
-  }, 60_000);
+  }, 120_000);
 });

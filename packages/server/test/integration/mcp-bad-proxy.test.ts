@@ -81,7 +81,7 @@ describe("MCP behind nginx with proxy_buffering on, X-Accel-Buffering ignored an
       );
     for (const call of calls.slice(0, 3)) expect(call.answer).toEqual({ messages: [] });
     expect(calls[3]!.answer).toMatchObject({ unread: [unread.id] });
-  }, 60_000);
+  }, 120_000);
 
   it("a recv that a send wakes behind the proxy still gets the message, before 15 s", async () => {
     const opened = await tool(client, "open");
@@ -94,7 +94,7 @@ describe("MCP behind nginx with proxy_buffering on, X-Accel-Buffering ignored an
     if (call.error !== undefined || call.ms >= ANSWER_BOUND_MS)
       throw new Error(`${call.what}: ${call.error ?? "answered"} after ${Math.round(call.ms)} ms`);
     expect(call.answer).toEqual({ messages: [{ id: sent.id, from: "a", text: "through the bad proxy" }] });
-  }, 60_000);
+  }, 120_000);
 
   it("the selftest tool names the cut: the probe fails through the proxy, the same probe again says when", async () => {
     const probe = `probe-${randomBytes(6).toString("hex")}`;
@@ -116,5 +116,5 @@ describe("MCP behind nginx with proxy_buffering on, X-Accel-Buffering ignored an
     const delivered = await tool(client, "selftest", { probe: short, wait: 2_000 });
     expect(delivered).toMatchObject({ probe: short, outcome: "delivered", wait_ms: 2_000 });
     expect(await tool(client, "selftest", { probe: short })).toMatchObject({ outcome: "delivered", wait_ms: 2_000 });
-  }, 60_000);
+  }, 120_000);
 });

@@ -103,7 +103,7 @@ describe("the request limit: one budget for three nodes on one Redis", () => {
         `FIGURES rate-limit-burst ${JSON.stringify({ limit: LIMIT, nodes, sent: LIMIT * 1.5 * nodes, admitted, after })}`,
       );
     },
-    60_000,
+    120_000,
   );
 
   it("a client calling the nodes in turn, one call at a time, gets exactly the limit", async () => {
@@ -123,7 +123,7 @@ describe("the request limit: one budget for three nodes on one Redis", () => {
     // Every node keeps being called, so no token is left unused on one.
     expect(statuses.filter((s) => s === 404)).toHaveLength(LIMIT);
     expect(statuses.slice(-9).every((s) => s === 429)).toBe(true);
-  }, 60_000);
+  }, 120_000);
 });
 
 describe("opens and joins: exact across nodes", () => {
@@ -145,5 +145,5 @@ describe("opens and joins: exact across nodes", () => {
     expect(opened).toHaveLength(7);
     const joins = await Promise.all(opened.map((r, i) => target.client.join(r.body.code, { node: i % 3 })));
     expect(joins.map((r) => r.status)).toEqual(joins.map(() => 429));
-  }, 60_000);
+  }, 120_000);
 });

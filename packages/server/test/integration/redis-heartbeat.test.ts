@@ -47,7 +47,7 @@ describe("subscriber heartbeat", () => {
     redis.process.kill("SIGCONT");
     await until(() => subscriber.status === "ready", 10_000, "subscriber back");
     await expect(subscriber.ping()).resolves.toBeDefined();
-  }, 30_000);
+  }, 120_000);
 
   it("drops the command and write-ack connections of a hung Redis too, with no command outstanding", async () => {
     const clients = [connections.commands as Redis, connections.acked as Redis];
@@ -63,7 +63,7 @@ describe("subscriber heartbeat", () => {
     redis.process.kill("SIGCONT");
     await until(() => clients.every((c) => c.status === "ready"), 10_000, "connections back");
     await expect(connections.commands.ping()).resolves.toBe("PONG");
-  }, 30_000);
+  }, 120_000);
 
   it("drops a hung connection whose PING is written at once and times out with the check (a Cluster master's connection)", async () => {
     // No auto-pipelining, as on a Cluster's node connections: the PING's own command timeout
@@ -82,7 +82,7 @@ describe("subscriber heartbeat", () => {
       stop();
       client.disconnect();
     }
-  }, 30_000);
+  }, 120_000);
 
   it("without it (stopped, as at shutdown) the hung Redis goes unnoticed: the heartbeat is what notices", async () => {
     const subscriber = connections.subscriber as Redis;
@@ -95,7 +95,7 @@ describe("subscriber heartbeat", () => {
     await new Promise((r) => setTimeout(r, 4000));
     expect(reconnects).toBe(0);
     expect(subscriber.status).toBe("ready");
-  }, 30_000);
+  }, 120_000);
 });
 
 describe("heartbeat on a slow link that answers", () => {
@@ -157,5 +157,5 @@ describe("heartbeat on a slow link that answers", () => {
     // delays are timers in it): a figure, not the verdict.
     expect(drops).toBe(0);
     expect(answered).toBeGreaterThan(0);
-  }, 60_000);
+  }, 120_000);
 });

@@ -28,5 +28,5 @@ describe("shutdown", () => {
       .split("\n")
       .filter((line) => line.includes('"msg":"stopped"'));
     expect(stopped.map((line) => JSON.parse(line).drained)).toEqual([true]);
-  }, 40_000);
+  }, 120_000);
 });

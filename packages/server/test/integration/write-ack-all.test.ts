@@ -48,7 +48,7 @@ describe("write-ack all on Sentinel: changes resume once the new master has a re
       REDIS_WRITE_ACK_REPLICAS: "all",
       REDIS_WRITE_ACK_TIMEOUT_MS: "500",
     });
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await target?.close();
     await topology?.stop();
@@ -110,7 +110,7 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
     for (const deadline = Date.now() + 10_000; connections.acked!.status !== "ready" || !(await store.isReady()); )
       if (Date.now() > deadline) throw new Error("the store never connected");
       else await sleep(50);
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await store?.close();
     await Promise.all([master, ...(replicas ?? [])].filter(Boolean).map((node) => node.stop("SIGKILL")));
@@ -161,7 +161,7 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
       if (Date.now() > deadline) throw new Error("the replica never came back");
     // Back: both are waited for again at once.
     await sendOk(room.code, room.token, "both again");
-  }, 60_000);
+  }, 120_000);
 
   it("a stopped replica: a burst of changes is refused unsent, not queued behind WAITs that each take their whole timeout", async () => {
     const room = await store.openRoom();
@@ -191,5 +191,5 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
     }
     const stored = inbox.messages.filter((m) => m.text.startsWith("burst ")).length;
     expect(stored).toBeLessThanOrEqual(3);
-  }, 60_000);
+  }, 120_000);
 });

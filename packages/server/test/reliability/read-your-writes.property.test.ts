@@ -188,12 +188,12 @@ describe("read-your-writes through a slow link between three nodes and Redis", (
     redis = await spawnRedis();
     proxy = await startTcpProxy(redis.port);
     target = await startTarget("redis-3-nodes", { REDIS_URL: proxy.url, ...LIMITS_OFF });
-  }, 90_000);
+  }, 120_000);
   afterAll(async () => {
     await target?.close();
     await proxy?.close();
     await redis?.stop("SIGKILL");
-  }, 90_000);
+  }, 120_000);
 
   it.each([
     [50, 10],

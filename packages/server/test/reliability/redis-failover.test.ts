@@ -376,7 +376,7 @@ describe("Redis failover under traffic: Sentinel", () => {
   let topology: SpawnedSentinelTopology;
   beforeAll(async () => {
     topology = await spawnSentinelTopology({ downAfterMs: 1000, failoverTimeoutMs: 5000 });
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await topology?.stop();
   });
@@ -402,7 +402,7 @@ describe("Redis failover under traffic: Cluster", () => {
   let cluster: SpawnedCluster;
   beforeAll(async () => {
     cluster = await spawnCluster(3, { replicas: 1, nodeTimeoutMs: 1000 });
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await cluster?.stop();
   });

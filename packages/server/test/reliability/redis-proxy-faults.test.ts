@@ -284,7 +284,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       proxy.resume();
       admin.disconnect();
     }
-  }, 60_000);
+  }, 120_000);
 
   it("subscriber connection silently dead while a recv waits: the heartbeat replaces it and the message arrives, with no per-waiter re-read", async () => {
     // Re-reads by the waiter itself are pushed out of the way (an hour): only the
@@ -325,7 +325,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       admin.disconnect();
       await relay.close();
     }
-  }, 60_000);
+  }, 120_000);
 
   it("the relay process survives 200 connection resets in 6 s with 20 recvs waiting, and then delivers to all of them", async () => {
     // Found by this suite: ioredis's autoResubscribe left a rejected SSUBSCRIBE unhandled
@@ -374,7 +374,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     } finally {
       await relay.close();
     }
-  }, 60_000);
+  }, 120_000);
 
   it("latency on the Redis link: 300 ms costs time, not messages; 1,500 ms (over the command timeout) answers 503 fast, then recovers", async () => {
     const { client } = target;
@@ -430,5 +430,5 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     // (docs/reliability.md), plus the HTTP round trip.
     expect(probes.filter((p) => p.status !== 503 || p.ms >= 2 * COMMAND_TIMEOUT_MS + 500)).toEqual([]);
     expect(recoveredSend).toBe(200);
-  }, 90_000);
+  }, 120_000);
 });
