@@ -99,7 +99,12 @@ export class RedisWakeupBus implements WakeupBus {
       };
       created.confirmed.then(
         () => (created.live = true),
-        () => undefined,
+        () => {
+          // Refused or dropped: the next waiter subscribes again.
+          if (this.subscriptions.get(channel) !== created) return;
+          clearTimeout(created.idleTimer);
+          this.subscriptions.delete(channel);
+        },
       );
       subscription = created;
       this.subscriptions.set(channel, subscription);
@@ -117,14 +122,12 @@ export class RedisWakeupBus implements WakeupBus {
         throw new Error("subscription not confirmed");
       });
     } catch {
+      // Not confirmed in time: this waiter gets 503, and the subscription lingers as after a
+      // last waiter, so a late confirmation makes it live for the next recv (the linger's
+      // SUNSUBSCRIBE queues behind the SSUBSCRIBE on the same connection when nobody comes).
+      // Dropping it here made every recv on a slow shard start a new SSUBSCRIBE and give up
+      // on it again, for as long as confirmations took longer than the wait for them.
       stop();
-      if (this.subscriptions.get(channel) === subscription && subscription.listeners.size === 0) {
-        clearTimeout(subscription.idleTimer);
-        this.subscriptions.delete(channel);
-        // A confirmation that comes late must not leave the channel subscribed: the
-        // SUNSUBSCRIBE queues behind the SSUBSCRIBE on the same connection.
-        this.subscriber.sunsubscribe(channel).catch(() => undefined);
-      }
       const unavailable = apiError("unavailable");
       unavailable.retryAfterSeconds = 1;
       throw unavailable;

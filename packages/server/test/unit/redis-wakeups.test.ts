@@ -2,6 +2,7 @@
 // that looping recvs do not pay an SSUBSCRIBE and an SUNSUBSCRIBE each.
 import { Redis } from "ioredis";
 import { RESYNC_BATCH, RedisWakeupBus } from "../../src/realtime/redis-wakeups";
+import { spawnRedis } from "@duet/testkit";
 import { uniquePrefix } from "../support/targets";
 
 const subscribers = async (redis: Redis, channel: string) =>
@@ -99,6 +100,33 @@ describe("RedisWakeupBus", () => {
     } finally {
       bus.close();
       own.disconnect();
+    }
+  });
+
+  it("a subscription confirmed after the wait for it gave up is live for the next recv, not dropped", async () => {
+    // A Redis of its own: CLIENT PAUSE would stall every other test on the shared one.
+    const own = await spawnRedis();
+    const sub = new Redis(own.url);
+    const admin = new Redis(own.url);
+    try {
+      const bus = new RedisWakeupBus(sub, (code) => `${code}:wake`, 60_000, 100);
+      await sub.ping();
+      // Redis holds every command for 1 s: the SSUBSCRIBE's confirmation comes after the 100 ms wait.
+      await admin.call("CLIENT", "PAUSE", "1000", "ALL");
+      await expect(bus.watch("room", () => undefined)).rejects.toMatchObject({ code: "unavailable" });
+      // The confirmation arrives once the pause ends; waited for, not timed.
+      while (!bus.isListening("room")) await sleep(20);
+      const events: string[] = [];
+      const stop = await bus.watch("room", (event) => events.push(event));
+      await admin.spublish("room:wake", "a");
+      while (events.length === 0) await sleep(10);
+      expect(events).toEqual(["a"]);
+      stop();
+      bus.close();
+    } finally {
+      sub.disconnect();
+      admin.disconnect();
+      await own.stop("SIGKILL");
     }
   });
 });
