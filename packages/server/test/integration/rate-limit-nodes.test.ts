@@ -88,8 +88,9 @@ describe("the request limit: one budget for three nodes on one Redis", () => {
       expect(admitted).toBeLessThanOrEqual(LIMIT + LIMIT / 10);
       expect(admitted).toBeLessThanOrEqual(LIMIT);
       // The other side: tokens a node holds when the burst's calls to it are all answered
-      // are lost to the client, at most a lease on each node but the last one refusing.
-      expect(admitted).toBeGreaterThanOrEqual(LIMIT - (nodes - 1) * LEASE);
+      // are lost to the client, at most a lease on each node (the last one too: a lease call
+      // that answers after the calls waiting for it gave up leaves its tokens unused).
+      expect(admitted).toBeGreaterThanOrEqual(LIMIT - nodes * LEASE);
       // Every node refuses once what it still holds is spent: within a lease and a call each,
       // and what they let through still keeps the whole within the limit.
       let after = 0;
