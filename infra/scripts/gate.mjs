@@ -101,26 +101,26 @@ const PLANS = {
     first: [step("build", "pnpm -r --silent build"), prerequisites()],
     lanes: {
       // Every lane at the same priority: a test's verdict does not depend on the machine's load
-      // (docs/testing.md has each of these files' verdicts, quiet and beside a CPU hog). Six
-      // lanes keep both cores busy; a seventh only made every lane slower. The fault-injection
-      // tests alone (mostly waiting: faults last seconds); the integration tests after the
-      // unit tests, which end early.
-      reliability: [serverTests[1]],
+      // (docs/testing.md has each of these files' verdicts, quiet and beside a CPU hog). Five
+      // lanes keep both cores busy; more only stretched every lane (load averages of 15 to 25
+      // with six or seven). The fault-injection tests, then the integration tests (both mostly
+      // waiting: faults and outages last seconds).
+      reliability: [
+        serverTests[1],
+        step(
+          "server integration tests (several nodes, outages, Sentinel, write-ack)",
+          "pnpm --filter @duet/server exec jest test/integration",
+        ),
+      ],
       // The pinned runtime, the image's: every test; the server's behaviour suite in a lane of
       // its own, on CI_TARGETS.
       server: [
         step(`server behaviour tests (${CI_TARGETS})`, "pnpm --filter @duet/server exec jest test/behaviour", {
           DUET_TARGETS: CI_TARGETS,
         }),
-      ],
-      unit: [
         step(
           "server unit, store, browser and MCP conformance tests",
           "pnpm --filter @duet/server exec jest --testPathPatterns '^(?!.*test/(reliability|behaviour|integration)/)'",
-        ),
-        step(
-          "server integration tests (several nodes, outages, Sentinel, write-ack)",
-          "pnpm --filter @duet/server exec jest test/integration",
         ),
       ],
       deploy: [deployTests],

@@ -83,7 +83,9 @@ describe("read receipts in the CLI", () => {
     expect(await alice.run(["wait", "--read", four])).toMatchObject({ code: 0, stdout: `Message ${four} was read.\n` });
 
     // Not read in time: exit 9, the id is known, and no advice to send it again.
-    const late = await alice.run(["--json", "send", "--wait-read", "--timeout", "1500", "five"]);
+    // Nobody reads "five": the wait runs out. Long enough for the send itself to be answered
+    // first, however busy the machine (a CLI process start alone took seconds in CI).
+    const late = await alice.run(["--json", "send", "--wait-read", "--timeout", "8000", "five"]);
     expect(late.code).toBe(9);
     const five = JSON.parse(late.stdout) as { id: string; read: boolean };
     expect(five).toMatchObject({ code, read: false });

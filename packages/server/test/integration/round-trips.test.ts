@@ -17,12 +17,26 @@ let seen: string[] = [];
 /** Commands scripts ran inside Redis (not round trips: their CPU cost). */
 let insideScripts: string[] = [];
 
+/** ECHO markers the monitor has shown: everything Redis ran before one has been shown too. */
+const markers = new Set<string>();
+let markerCount = 0;
+/** Resolves once MONITOR has shown every command Redis ran so far (an ECHO after them, seen). */
+async function caughtUp(): Promise<void> {
+  const marker = `round-trips-marker-${++markerCount}`;
+  await admin.echo(marker);
+  while (!markers.has(marker)) await new Promise((r) => setTimeout(r, 5));
+}
+/** Resolves once MONITOR has shown `count` commands named `name` since the count began. */
+async function untilSeen(name: string, count: number): Promise<void> {
+  while (seen.filter((command) => command === name).length < count) await new Promise((r) => setTimeout(r, 5));
+}
+
 /** Top-level commands the relay sent to Redis while work ran, by name. */
 async function countDuring(work: () => Promise<unknown>): Promise<Record<string, number>> {
-  await new Promise((r) => setTimeout(r, 50));
+  await caughtUp();
   seen = [];
   await work();
-  await new Promise((r) => setTimeout(r, 50));
+  await caughtUp();
   const counts: Record<string, number> = {};
   for (const name of seen) counts[name] = (counts[name] ?? 0) + 1;
   return counts;
@@ -36,6 +50,10 @@ beforeAll(async () => {
   monitor = await admin.monitor();
   monitor.on("monitor", (_time: string, args: string[], source: string) => {
     const command = args[0]!.toLowerCase();
+    if (command === "echo" && String(args[1]).startsWith("round-trips-marker-")) {
+      markers.add(String(args[1]));
+      return;
+    }
     // The subscriber's heartbeat PING is a cost of the connection (a few a minute), not of
     // the operation measured: left out of the counts.
     if (source !== "lua" && command !== "ping") seen.push(command);
@@ -76,9 +94,13 @@ describe("Redis round trips per operation (rate limits off)", () => {
   it("a recv that waits: the first on a room subscribes; the next ones, while it lingers, cost one read and one re-read", async () => {
     const { client } = target;
     const room = await client.pairedRoom();
+    // The send goes once the recv waits: after its reads (two the first time: before and after
+    // subscribing; one while the channel lingers) have reached Redis, not after a time.
+    let reads = 2;
     const waitedRecv = async () => {
       const waiting = client.recv(room.code, room.b, 20_000);
-      await new Promise((r) => setTimeout(r, 200));
+      await untilSeen("evalsha", reads);
+      reads = 1;
       const id = (await client.send(room.code, room.a, "wake")).body.id;
       expect((await waiting).body.messages).toHaveLength(1);
       await client.ack(room.code, room.b, [id]);
@@ -150,7 +172,8 @@ describe("Redis round trips per operation (rate limits off)", () => {
         query: { code: opened.code, wait: 20_000 },
         token: opened.token,
       });
-      await new Promise((r) => setTimeout(r, 200));
+      // Waiting once its reads before and after subscribing have reached Redis.
+      await untilSeen("evalsha", 2);
       await client.join(opened.code);
       expect((await waiting).body.peer_joined).toBe(true);
     });

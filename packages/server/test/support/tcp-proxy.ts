@@ -3,7 +3,11 @@
 // (a black hole: connections stay open, bytes are held like a partitioned TCP link that
 // retransmits) and resume. Bytes are never dropped from a live connection: TCP does not
 // lose bytes inside a connection, it delivers them late or the connection dies (resetAll).
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { createServer, Socket, type AddressInfo, type Server } from "node:net";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
 
 export interface TcpProxy {
   port: number;
@@ -119,5 +123,34 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
         pairs.clear();
         server.close(() => resolve());
       }),
+  };
+}
+
+/**
+ * A latency-only proxy as a process of its own (latency-proxy-process.mjs): for tests whose
+ * verdict is about silence on the link, which an in-process proxy's timers would add whenever
+ * the test's own event loop is held.
+ */
+export async function startLatencyProxyProcess(
+  targetPort: number,
+  latencyMs: number,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const child = spawn(
+    process.execPath,
+    [join(__dirname, "latency-proxy-process.mjs"), String(targetPort), String(latencyMs)],
+    {
+      stdio: ["pipe", "pipe", "inherit"],
+    },
+  );
+  const [line] = (await once(createInterface({ input: child.stdout! }), "line")) as [string];
+  const port = Number(/^port (\d+)$/.exec(line)?.[1]);
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    close: async () => {
+      if (child.exitCode !== null) return;
+      const exited = once(child, "exit");
+      child.kill("SIGKILL");
+      await exited;
+    },
   };
 }
