@@ -84,6 +84,26 @@ describe("subscriber heartbeat", () => {
     }
   }, 120_000);
 
+  it("a connection its owner disconnects stays closed: nothing brings it back to hold the process", async () => {
+    // The connections come back from an "end" they were not asked for (a failed connect
+    // inside ioredis's Sentinel connector); an end that disconnect() asked for is final.
+    const clients = [connections.commands as Redis, connections.subscriber as Redis];
+    await until(() => clients.every((c) => c.status === "ready"), 5000, "connections ready");
+    const connects = [0, 0];
+    clients.forEach((client, i) => {
+      client.on("connect", () => {
+        connects[i]!++;
+      });
+    });
+    connections.stop();
+    for (const client of clients) client.disconnect();
+    await until(() => clients.every((c) => c.status === "end"), 5000, "connections ended");
+    // A revival is a timer of the first backoff (100 ms), and client.connect() sets the
+    // status at once: a later timer of this process runs after it, however busy the loop.
+    await new Promise((r) => setTimeout(r, 300));
+    expect({ connects, status: clients.map((c) => c.status) }).toEqual({ connects: [0, 0], status: ["end", "end"] });
+  }, 120_000);
+
   it("without it (stopped, as at shutdown) the hung Redis goes unnoticed: the heartbeat is what notices", async () => {
     const subscriber = connections.subscriber as Redis;
     await until(() => subscriber.status === "ready", 5000, "subscriber ready");

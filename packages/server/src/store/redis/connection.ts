@@ -57,6 +57,19 @@ const revived = new WeakSet<Redis>();
  */
 function reconnectAfterEnd(client: Redis): Redis {
   revived.add(client);
+  // disconnect() and quit() are closes on purpose too (a caller's, or ioredis's own on a
+  // failed connect is disconnect(true), which reconnects): their "end" is final, or the
+  // connection outlives its owner and keeps the process alive.
+  const disconnect = client.disconnect.bind(client);
+  client.disconnect = (reconnect = false) => {
+    if (!reconnect) closedOnPurpose.add(client);
+    disconnect(reconnect);
+  };
+  const quit = client.quit.bind(client);
+  client.quit = ((...args: Parameters<Redis["quit"]>) => {
+    closedOnPurpose.add(client);
+    return quit(...args);
+  }) as Redis["quit"];
   let attempt = 0;
   client.on("ready", () => {
     attempt = 0;
