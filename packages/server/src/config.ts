@@ -126,6 +126,9 @@ export const ConfigSchema = z
     RATE_LIMIT_ROOMS: integer(60, 0).describe(
       "Opens and joins per IP per window, on top of the above; `0` turns the limit off.",
     ),
+    RATE_LIMIT_REDIS_TIMEOUT_MS: integer(500, 10, 60_000).describe(
+      "How long a call waits for the rate limits' shared count in Redis; past it the node counts the request limit alone until Redis answers again, and lets opens and joins through (the call itself then meets the store).",
+    ),
     ROOMS_PER_IP: integer(50, 0).describe(
       "Rooms one client IP may hold open at once (opened and not yet closed or ended), counted like the rate limits (IPv6 per /56, through `TRUST_PROXY`): with 2 MiB of unacked text each at most, this bounds what one address pins in the store. Beyond it open answers 429 `too_many_rooms` with `Retry-After`; `0` turns the limit off.",
     ),
@@ -290,6 +293,7 @@ function settingsFrom(e: z.infer<typeof ConfigSchema>) {
       windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000,
       requestsPerWindow: e.RATE_LIMIT_REQUESTS,
       roomsPerWindow: e.RATE_LIMIT_ROOMS,
+      redisTimeoutMs: e.RATE_LIMIT_REDIS_TIMEOUT_MS,
     },
     /** Live rooms one client address may hold (0: no limit). */
     roomsPerClient: e.ROOMS_PER_IP,

@@ -87,8 +87,8 @@ export function createStore(config: Config): StoreWiring {
     storageFormat,
     rateLimitStores: {
       // Leased from one shared budget: no round trip per call, one limit across nodes (leased-rate-limit.ts).
-      requests: new LeasedRedisRateLimitStore(client, keys, "requests"),
-      rooms: new FailOpenRedisRateLimitStore(client, keys.rateLimit("rooms")),
+      requests: new LeasedRedisRateLimitStore(client, keys, "requests", config.rateLimit.redisTimeoutMs),
+      rooms: new FailOpenRedisRateLimitStore(client, keys.rateLimit("rooms"), config.rateLimit.redisTimeoutMs),
     },
   };
 }

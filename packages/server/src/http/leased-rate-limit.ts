@@ -83,8 +83,8 @@ export class LeasedRedisRateLimitStore implements Store {
 
   /**
    * @param timeoutMs longest wait for a lease when the node holds no token; past it (or on an
-   * error) the node counts alone until Redis answers again (default 500 ms: the protocol's
-   * bound for a rate-limit count, docs/protocol.md)
+   * error) the node counts alone until Redis answers again (RATE_LIMIT_REDIS_TIMEOUT_MS,
+   * default 500 ms; docs/security.md, "Rate limits")
    * @param maxLease largest lease, in tokens (default: 1 % of the limit, at least 1)
    */
   constructor(
