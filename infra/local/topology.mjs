@@ -419,6 +419,11 @@ async function main() {
 }
 
 for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => void shutdown(0));
+// A parent that is gone leaves stdout and stderr without a reader: a write fails (EPIPE),
+// and an 'error' with no listener comes back through uncaughtException, whose log writes
+// again and fails again on the next tick, a loop that starves every timer (shutdown's too)
+// and spins a core for ever. What nobody can read any more is dropped.
+for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
 // Whoever started us is gone (a test runner killed, a terminal closed): stop too, rather
 // than run on as an orphan until --max-seconds.
 const parentPid = process.ppid;

@@ -474,3 +474,46 @@ test("SIGTERM stops every process the harness started", async () => {
   expect(alive).toEqual([]);
   expect(existsSync(topo.dir)).toBe(false);
 }, 30_000);
+
+test("a harness whose parent is killed stops itself and every process it started", async () => {
+  // The parent holds the harness's stdout and stderr; once it is gone they have no reader.
+  // The harness then once spun a core for ever (a failed log write came back through
+  // uncaughtException and wrote again, starving its own shutdown) and left its relays behind.
+  const parent = spawn(
+    process.execPath,
+    [
+      "-e",
+      `const c = require("node:child_process").spawn(process.execPath, [${JSON.stringify(TOPOLOGY)}, "--max-seconds", "600"], { stdio: ["ignore", "pipe", "pipe"] });
+       c.stderr.on("data", () => {});
+       c.stdout.on("data", (d) => process.stdout.write(d));`,
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  let out = "";
+  const ready = await new Promise<Ready>((done, fail) => {
+    parent.stdout!.on("data", (chunk: Buffer) => {
+      out += chunk;
+      const line = out.split("\n").find((l) => l.includes('"topology ready"'));
+      if (line) done(JSON.parse(line) as Ready);
+    });
+    parent.once("exit", () => fail(new Error(`the parent exited before the harness was ready: ${out}`)));
+  });
+  parent.kill("SIGKILL");
+  const pids = [ready.pid, ready.nginx.pid, ...ready.replicas.map((r) => r.pid)];
+  const alive = () =>
+    pids.filter((pid) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  // Gone once it has noticed (it checks every 500 ms) and drained; the deadline guards a hang.
+  for (const deadline = Date.now() + 90_000; alive().length > 0 && Date.now() < deadline; )
+    await new Promise((r) => setTimeout(r, 200));
+  const left = alive();
+  for (const pid of left) process.kill(pid, "SIGKILL");
+  expect(left).toEqual([]);
+  expect(existsSync(ready.dir)).toBe(false);
+}, 120_000);
