@@ -34,9 +34,9 @@ export class FailOpenRedisRateLimitStore implements Store {
   readonly localKeys = false;
 
   /**
-   * @param timeoutMs longest wait for a count before letting the call through (RATE_LIMIT_REDIS_TIMEOUT_MS, default
-   * 500 ms): a healthy Redis answers in a few ms, and the call itself still answers 503
-   * within the command timeout when Redis is gone.
+   * @param timeoutMs longest wait for a count before letting the call through
+   * (RATE_LIMIT_REDIS_TIMEOUT_MS, default 500 ms): a healthy Redis answers in a few ms, and
+   * the call itself still answers 503 within the command timeout when Redis is gone.
    */
   constructor(
     private readonly client: RedisClient,
