@@ -1,6 +1,7 @@
 // Metrics a benchmarked server process reports to the bench over IPC: memory, event-loop
 // delay and CPU time. IPC rather than an extra HTTP route, so the product server gains no
 // bench-only endpoint and the load generator's sockets are not involved.
+import { readFileSync } from "node:fs";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { writeHeapSnapshot } from "node:v8";
 
@@ -19,6 +20,8 @@ export interface NodeMetrics {
   waiting: number;
   /** TCP connections the HTTP server holds. */
   connections: number;
+  /** How long the main thread has been runnable but waiting for a CPU (Linux schedstat), ms since it started; NaN elsewhere. */
+  runQueueMs: number;
   /** Connections the relay closed for a slow-client timeout (408 `request_timeout`), where the node counts them. */
   timedOut?: number;
 }
@@ -72,6 +75,7 @@ export function reportMetrics(
         eldMaxMs: delay(eld.max),
         cpuUserUs: cpu.user,
         cpuSystemUs: cpu.system,
+        runQueueMs: runQueueMs("self"),
         waiting,
         connections,
         timedOut,
@@ -80,6 +84,15 @@ export function reportMetrics(
       process.send?.({ type: "metrics", id: message.id, metrics });
     });
   });
+}
+
+/** A thread's time runnable but not running, ms (/proc/PID/schedstat's second field, for the main thread). */
+export function runQueueMs(pid: number | "self"): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[1]) / 1e6;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 /** The HTTP server's open connection count. */

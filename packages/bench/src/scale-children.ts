@@ -3,6 +3,7 @@
 // (src/scale-client.ts), each driven by request and answer over IPC.
 import { type ChildProcess, fork } from "node:child_process";
 import { join } from "node:path";
+import { removeContainers } from "./container-node.js";
 import type { ClientRequest } from "./scale-messages.js";
 
 // Every process this run starts, by PID, so that every way out can end them.
@@ -10,6 +11,7 @@ export const children = new Set<ChildProcess>();
 /** The relay nodes' PIDs (startServer's children end themselves when this process goes away, after a drain). */
 export const nodePids = new Set<number>();
 export function killAll(): void {
+  removeContainers();
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   for (const pid of nodePids) {
     try {

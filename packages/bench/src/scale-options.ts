@@ -33,8 +33,14 @@ process.argv.forEach((arg, i) => {
 });
 /** --bare http|express: the nodes are bare servers that only hold the seats' requests (src/hold-node.ts): the floor under duet's memory per seat. No Redis, no rooms, no message load. */
 export const bare = process.argv.includes("--bare") ? (option("bare", "http") as "http" | "express") : undefined;
+/** --container IMAGE: the measured nodes are containers from the image with the Kubernetes manifests' limits and NODE_OPTIONS (src/container-node.ts). */
+export const containerImage = process.argv.includes("--container")
+  ? option("container", "duet-relay:local")
+  : undefined;
+/** --cpu-prof DIR: each measured node writes a V8 CPU profile there when it stops (read with dist/cpu-pauses.js). */
+export const cpuProfileDir = process.argv.includes("--cpu-prof") ? option("cpu-prof", "") : undefined;
 /** --tag T: results/scale-…-<N>-T (a comparison's two runs, say). */
 const tag = process.argv.includes("--tag") ? `-${option("tag", "")}` : "";
-export const name = `scale-${mode}${cluster ? "-cluster" : ""}${bare ? `-bare-${bare}` : ""}-${seats}${tag}`;
+export const name = `scale-${mode}${cluster ? "-cluster" : ""}${containerImage ? "-container" : ""}${bare ? `-bare-${bare}` : ""}-${seats}${tag}`;
 
 export const quiet = smoke && process.env.DUET_FIGURES !== "1";

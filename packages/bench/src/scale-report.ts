@@ -14,6 +14,8 @@ export type Results = {
   mode: string;
   cluster: boolean;
   bare?: string;
+  /** The measured nodes were containers (src/container-node.ts): the image and the manifests' limits. */
+  container?: { image: string; memory: string; cpus: string; nodeOptions: string };
   seats: number;
   rooms: number;
   nodes: number;
@@ -42,6 +44,8 @@ export type Results = {
       heapTotalPerSeatKb: number;
       eldP99Ms: number;
       eldMaxMs: number;
+      /** The main thread's time runnable but waiting for a CPU, ms a second (the machine's other processes). */
+      runQueueMsPerSecond?: number;
     }[];
     redis: {
       usedMemoryMb: number;
@@ -68,6 +72,7 @@ export type Results = {
     nodeCpuUsPerSecond: number[];
     nodeEldP99Ms: number[];
     nodeEldMaxMs: number[];
+    nodeRunQueueMsPerSecond?: number[];
     redisCpuUsPerSecond: number;
     redisCommandsPerSecond: number;
     redisRoundTripsPerSecond: number;
@@ -81,17 +86,23 @@ function markdown(r: Results): string {
   const lines = [
     `# ${r.seats.toLocaleString("en-US")} ${r.mode === "stream" ? "streaming" : "long-polling"} seats on ${r.nodes} ${r.bare ? `bare ${r.bare} servers that only hold the requests (no Redis)` : `relay nodes, ${r.cluster ? "a 3-master Redis Cluster" : "one Redis"}`}`,
     "",
+    ...(r.container
+      ? [
+          `Each relay node a container from \`${r.container.image}\` with the Kubernetes manifests' limits (memory ${r.container.memory}, no swap, ${r.container.cpus} CPU) and NODE_OPTIONS \`${r.container.nodeOptions}\`; its figures read from its own /metrics (memory after a settle, no forced GC; event-loop delay since the previous scrape).`,
+          "",
+        ]
+      : []),
     `\`${r.command}\` — ${r.at}; ${r.machine}; 1-minute loadavg ${r.loadAverage.before.toFixed(1)} before, ${r.loadAverage.after.toFixed(1)} after (the relays, ${r.clients} client processes and Redis share the cores).`,
     "",
     `${r.rooms.toLocaleString("en-US")} rooms opened in ${r.roomsSeconds.toFixed(0)} s (through two setup nodes, stopped before the seats connect). Every seat connected and waiting on its node after **${r.connect.seconds.toFixed(1)} s**, **${r.connect.errors} errors** while connecting. Errors in all: **${r.totalErrors}** (${JSON.stringify(r.errors)}).`,
     "",
     `## Idle (${r.idle.windowSeconds} s window)`,
     "",
-    "| Node | seats | RSS MB empty → waiting | RSS KB / seat | heap MB empty → waiting | heap KB / seat | V8 committed KB / seat | CPU µs/s empty (fixed) | CPU µs/s idle | CPU µs/s per seat above empty | event-loop delay p99 / max ms |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
+    "| Node | seats | RSS MB empty → waiting | RSS KB / seat | heap MB empty → waiting | heap KB / seat | V8 committed KB / seat | CPU µs/s empty (fixed) | CPU µs/s idle | CPU µs/s per seat above empty | event-loop delay p99 / max ms | waiting for a CPU ms/s |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...r.idle.nodes.map(
       (n) =>
-        `| ${n.node} | ${int(n.seats)} | ${int(n.fixedRssMb)} → ${int(n.rssMb)} | ${kb(n.rssPerSeatKb)} | ${int(n.fixedHeapMb)} → ${int(n.heapMb)} | ${kb(n.heapPerSeatKb)} | ${kb(n.heapTotalPerSeatKb)} | ${int(n.fixedCpuUsPerSecond)} | ${int(n.idleCpuUsPerSecond)} | ${n.idleCpuUsPerSeatPerSecond.toFixed(2)} | ${ms(n.eldP99Ms)} / ${int(n.eldMaxMs)} |`,
+        `| ${n.node} | ${int(n.seats)} | ${int(n.fixedRssMb)} → ${int(n.rssMb)} | ${kb(n.rssPerSeatKb)} | ${int(n.fixedHeapMb)} → ${int(n.heapMb)} | ${kb(n.heapPerSeatKb)} | ${kb(n.heapTotalPerSeatKb)} | ${int(n.fixedCpuUsPerSecond)} | ${int(n.idleCpuUsPerSecond)} | ${n.idleCpuUsPerSeatPerSecond.toFixed(2)} | ${ms(n.eldP99Ms)} / ${int(n.eldMaxMs)} | ${ms(n.runQueueMsPerSecond ?? Number.NaN)} |`,
     ),
     "",
     `Medians over the nodes: RSS ${kb(median(r.idle.nodes.map((n) => n.rssPerSeatKb)))} KB, heap ${kb(median(r.idle.nodes.map((n) => n.heapPerSeatKb)))} KB, CPU ${median(r.idle.nodes.map((n) => n.idleCpuUsPerSeatPerSecond)).toFixed(2)} µs/s per seat; fixed CPU ${int(median(r.idle.nodes.map((n) => n.fixedCpuUsPerSecond)))} µs/s and RSS ${int(median(r.idle.nodes.map((n) => n.fixedRssMb)))} MB per node. Client processes: ${r.idle.clientRssMb.map((m) => int(m)).join(", ")} MB RSS.`,
@@ -106,11 +117,11 @@ function markdown(r: Results): string {
     "|---|---|---|---|---|---|---|---|---|",
     `| ${int(r.load.sent)} | ${int(r.load.received)} | ${int(r.load.messagesPerSecond)} | ${ms(r.load.latency.p50Ms)} | ${ms(r.load.latency.p99Ms)} | ${ms(r.load.latency.maxMs)} | ${r.load.sendErrors} | ${r.load.ackErrors} | ${r.load.missing} |`,
     "",
-    "| Node | CPU µs/s idle | under load | idle after | event-loop delay p99 / max ms under load |",
-    "|---|---|---|---|---|",
+    "| Node | CPU µs/s idle | under load | idle after | event-loop delay p99 / max ms under load | waiting for a CPU ms/s under load |",
+    "|---|---|---|---|---|---|",
     ...r.idle.nodes.map(
       (n, i) =>
-        `| ${n.node} | ${int(n.idleCpuUsPerSecond)} | ${int(r.load.nodeCpuUsPerSecond[i]!)} | ${int(r.after.nodeCpuUsPerSecond[i]!)} | ${ms(r.load.nodeEldP99Ms[i]!)} / ${int(r.load.nodeEldMaxMs[i]!)} |`,
+        `| ${n.node} | ${int(n.idleCpuUsPerSecond)} | ${int(r.load.nodeCpuUsPerSecond[i]!)} | ${int(r.after.nodeCpuUsPerSecond[i]!)} | ${ms(r.load.nodeEldP99Ms[i]!)} / ${int(r.load.nodeEldMaxMs[i]!)} | ${ms(r.load.nodeRunQueueMsPerSecond?.[i] ?? Number.NaN)} |`,
     ),
     "",
     `Redis under load: ${int(r.load.redisCpuUsPerSecond)} µs/s CPU, ${int(r.load.redisRoundTripsPerSecond)} round trips/s, ${int(r.load.redisCommandsPerSecond)} commands/s.`,

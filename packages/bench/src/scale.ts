@@ -20,7 +20,9 @@ import { cpus, loadavg, totalmem } from "node:os";
 import { join } from "node:path";
 import { type SpawnedCluster, type SpawnedRedis, spawnCluster, spawnRedis } from "@duet/testkit";
 import type { NodeMetrics } from "./node-metrics.js";
-import { duetEnv, type ServerProcess, startServer } from "./processes.js";
+import { duetEnv, type ServerProcess } from "./processes.js";
+import { manifestLimits } from "./container-node.js";
+import { cpuOf, metricsOf, startNode, waitUntil } from "./scale-nodes.js";
 import { ClientProcess, children, killAll, nodePids } from "./scale-children.js";
 import type { ClientStatus, LoadReport, ScaleSeat } from "./scale-messages.js";
 import {
@@ -40,6 +42,7 @@ import {
   heapSnapshotDir,
   extraEnv,
   bare,
+  containerImage,
   name,
   quiet,
 } from "./scale-options.js";
@@ -48,27 +51,10 @@ import { type RedisView, redisView } from "./scale-redis-view.js";
 import { writeResults } from "./scale-report.js";
 import { median, sleep, summarize } from "./stats.js";
 
-/** A node's metrics; a node too busy to answer within startServer's 20 s is asked again (twice). */
-async function metricsOf(node: ServerProcess, request?: { gc?: boolean; resetEld?: boolean }): Promise<NodeMetrics> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await node.metrics(request);
-    } catch (error) {
-      if (attempt >= 3) throw error;
-      log(`${node.name} did not answer within 20 s; asking again`);
-    }
-  }
-}
-const cpuOf = (m: NodeMetrics) => m.cpuUserUs + m.cpuSystemUs;
-
-async function waitUntil(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
-  for (const deadline = Date.now() + timeoutMs; !(await check()); await sleep(500)) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-  }
-}
-
 async function main(): Promise<void> {
-  if (seats / nodeCount > 19_000 || seats / clientCount > 19_000)
+  // A client holds the seats of the nodes i mod C: with more nodes than clients, whole nodes' worth.
+  const perClient = Math.ceil(nodeCount / clientCount) * Math.ceil(seats / nodeCount);
+  if (seats / nodeCount > 19_000 || perClient > 19_000)
     throw new Error(`${seats} seats on ${nodeCount} nodes and ${clientCount} clients: over 19,000 sockets a process`);
   const loadBefore = loadavg()[0]!;
   log(
@@ -98,15 +84,12 @@ async function main(): Promise<void> {
       env = duetEnv(redis.url, extraEnv);
       view = redisView([redis.port]);
     }
-    // No pinning: K relays, C clients and Redis share the machine's cores as they would.
-    const start = async (label: string) => {
-      const server = await (bare
-        ? startServer(label, "hold-node.js", { args: [bare], cpu: "0-1" })
-        : startServer(label, "duet-node.js", { env, cpu: "0-1" }));
+    const start = async (label: string, measured = false) => {
+      const server = await startNode(label, env, measured);
       nodePids.add(server.pid);
       return server;
     };
-    nodes.push(...(await Promise.all(Array.from({ length: nodeCount }, (_, i) => start(`node ${i}`)))));
+    nodes.push(...(await Promise.all(Array.from({ length: nodeCount }, (_, i) => start(`node ${i}`, true)))));
     if (!bare) setupNodes.push(...(await Promise.all([start("setup 0"), start("setup 1")])));
     for (let i = 0; i < clientCount; i++) clients.push(new ClientProcess(i));
     await Promise.all(clients.map((c) => c.next("ready", 30_000)));
@@ -240,6 +223,7 @@ async function main(): Promise<void> {
         heapTotalPerSeatKb: (mem((m) => m.heapTotal) - before[i]!.heapTotal) / n / 1024,
         eldP99Ms: idleEnd[i]!.eldP99Ms,
         eldMaxMs: idleEnd[i]!.eldMaxMs,
+        runQueueMsPerSecond: (idleEnd[i]!.runQueueMs - idleStart[i]!.runQueueMs) / windowSeconds,
       };
     });
     const redisIdle = {
@@ -298,6 +282,7 @@ async function main(): Promise<void> {
       nodeCpuUsPerSecond: nodes.map((_, i) => (cpuOf(loadEnd[i]!) - cpuOf(loadStart[i]!)) / loadWall),
       nodeEldP99Ms: loadEnd.map((m) => m.eldP99Ms),
       nodeEldMaxMs: loadEnd.map((m) => m.eldMaxMs),
+      nodeRunQueueMsPerSecond: loadEnd.map((m, i) => (m.runQueueMs - loadStart[i]!.runQueueMs) / loadWall),
       redisCpuUsPerSecond: ((redisLoadEnd.cpuSeconds - redisLoadStart.cpuSeconds) * 1e6) / loadWall,
       redisCommandsPerSecond: (redisLoadEnd.commands - redisLoadStart.commands) / loadWall,
       redisRoundTripsPerSecond: (redisLoadEnd.roundTrips - redisLoadStart.roundTrips) / loadWall,
@@ -334,6 +319,7 @@ async function main(): Promise<void> {
       mode,
       cluster,
       bare,
+      container: containerImage ? { image: containerImage, ...manifestLimits() } : undefined,
       seats,
       rooms,
       nodes: nodeCount,
