@@ -1,10 +1,11 @@
-// `node dist/cpu-pauses.js FILE.cpuprofile [--top N]`: what a node's longest event-loop
-// pauses were, read from a V8 CPU profile (`--cpu-prof`, e.g. a scale run with `--env
-// NODE_OPTIONS=--cpu-prof --cpu-prof-dir=DIR`). A pause is a run of consecutive samples
-// that are not "(idle)" (the loop waiting in epoll); each is listed with its length and the
-// frames that took most of its samples (the innermost JS frame or V8's own: "(garbage
-// collector)", "(program)"), and how much of it no sample was taken at all: the sampler
-// thread did not run, i.e. the process was off the CPU (another process had the core).
+// `node dist/cpu-pauses.js FILE.cpuprofile [--top N]`: where a node's event loop was held,
+// read from a V8 CPU profile (`--cpu-prof`; the scale run's `--cpu-prof DIR`). It lists the
+// longest busy stretches: runs of samples with no "(idle)" one (the loop waiting in epoll)
+// between them. A stretch may hold several loop turns back to back, so it bounds a pause
+// from above. Each is listed with the frames that took most of its samples (the innermost
+// JS frame or V8's own: "(garbage collector)", "(program)"), and how much of it had no
+// sample at all: the sampler thread did not run, i.e. the process was off the CPU (another
+// process had the core).
 import { readFileSync } from "node:fs";
 
 interface ProfileNode {
