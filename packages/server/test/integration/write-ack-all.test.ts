@@ -9,6 +9,10 @@
 //  - while WAITs fall short (a replica stopped), changes beyond what can answer in time are
 //    refused before they are sent, instead of queuing on the connection behind WAITs that
 //    each hold it for the whole timeout.
+//  - a send retried through another relay (another connection) finds its first attempt
+//    stored and answers it as a replay: acknowledged only once the replicas have that first
+//    attempt (the replay refreshes the room's expiry, a write, so its WAIT covers it), not
+//    because the other connection's own earlier writes were confirmed.
 import { hashSeatToken } from "../../src/store/credentials";
 import { spawnRedis, spawnSentinelTopology, type SpawnedRedis, type SpawnedSentinelTopology, ask } from "@duet/testkit";
 import { RedisWakeupBus } from "../../src/realtime/redis-wakeups";
@@ -80,6 +84,7 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
   let master: SpawnedRedis;
   let replicas: SpawnedRedis[];
   let store: RedisRoomStore;
+  let prefix: string;
   const GRACE_MS = 2000;
   beforeAll(async () => {
     master = await spawnRedis(["--repl-ping-replica-period", "1"]);
@@ -89,7 +94,11 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
     ];
     for (const deadline = Date.now() + 20_000; (await onlineReplicas(master.port)) < 2; await sleep(100))
       if (Date.now() > deadline) throw new Error("replicas never came online");
-    const prefix = uniquePrefix();
+    prefix = uniquePrefix();
+    store = await storeOn(prefix);
+  }, 120_000);
+  /** A store with connections of its own on the master: another relay's. */
+  const storeOn = async (prefix: string) => {
     const keys = new RedisKeys(prefix);
     const connections = createRedisConnections({
       url: master.url,
@@ -97,7 +106,7 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
       commandTimeoutMs: 1500,
       writeAckReplicas: "all",
     });
-    store = new RedisRoomStore({
+    const store = new RedisRoomStore({
       client: connections.commands,
       subscriber: connections.subscriber,
       wakeups: new RedisWakeupBus(connections.subscriber, (code) => keys.wakeChannel(code), undefined, 1500),
@@ -110,23 +119,30 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
     for (const deadline = Date.now() + 10_000; connections.acked!.status !== "ready" || !(await store.isReady()); )
       if (Date.now() > deadline) throw new Error("the store never connected");
       else await sleep(50);
-  }, 120_000);
+    return store;
+  };
   afterAll(async () => {
     await store?.close();
     await Promise.all([master, ...(replicas ?? [])].filter(Boolean).map((node) => node.stop("SIGKILL")));
   });
 
-  const send = async (code: string, token: string, text: string) => {
+  const send = async (code: string, token: string, text: string, via = store, idempotencyKey?: string) => {
     try {
-      return await store.sendMessage({ code, tokenHash: hashSeatToken(token), text, envelope: false });
+      return await via.sendMessage({
+        code,
+        tokenHash: hashSeatToken(token),
+        text,
+        envelope: false,
+        ...(idempotencyKey ? { idempotencyKey, textDigest: `digest of ${text}` } : {}),
+      });
     } catch (error) {
       return error as Error & { status?: number };
     }
   };
   /** A send that must succeed: retried through 503s (a loaded machine delays a replica's confirmation). */
-  const sendOk = async (code: string, token: string, text: string) => {
+  const sendOk = async (code: string, token: string, text: string, via = store) => {
     for (let attempt = 0; ; attempt++) {
-      const result = await send(code, token, text);
+      const result = await send(code, token, text, via);
       if (!(result instanceof Error)) return result;
       if (attempt >= 20) throw result;
       await sleep(250);
@@ -191,5 +207,35 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
     }
     const stored = inbox.messages.filter((m) => m.text.startsWith("burst ")).length;
     expect(stored).toBeLessThanOrEqual(3);
+  }, 120_000);
+
+  it("a send retried through another relay while a replica is stopped: its replay is not acknowledged until the replicas have the first attempt", async () => {
+    const other = await storeOn(prefix);
+    try {
+      const room = await store.openRoom();
+      await store.joinRoom(room.code);
+      await sendOk(room.code, room.token, "both replicas");
+      // The other relay's connection has written and been confirmed: a WAIT of its own would
+      // have nothing left to wait for unless the replay moves the replication stream on.
+      await sendOk(room.code, room.token, "through the other relay first", other);
+      const stopped = replicas[0]!;
+      stopped.process.kill("SIGSTOP");
+      try {
+        // The first attempt is stored on the master and one replica: not acknowledged.
+        expect(await send(room.code, room.token, "once", store, "k-replay")).toMatchObject({ code: "unavailable" });
+        // Its retry through the other relay finds it stored; the stopped replica does not
+        // have it, and a failover to that replica would lose it: no acknowledgement yet.
+        expect(await send(room.code, room.token, "once", other, "k-replay")).toMatchObject({ code: "unavailable" });
+      } finally {
+        stopped.process.kill("SIGCONT");
+      }
+      const replay = await untilOk(async () => {
+        const result = await send(room.code, room.token, "once", other, "k-replay");
+        return result instanceof Error ? { status: 503 } : { status: 200, ...result };
+      });
+      expect(replay).toMatchObject({ status: 200, replayed: true });
+    } finally {
+      await other.close();
+    }
   }, 120_000);
 });
