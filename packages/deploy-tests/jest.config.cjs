@@ -8,20 +8,7 @@ const composeOff = process.env.DUET_COMPOSE_TEST === "off";
 if (composeOff) process.stderr.write("deploy-tests: DUET_COMPOSE_TEST=off, the compose test is left out\n");
 
 module.exports = {
-  testEnvironment: "node",
-  // Quiet when everything passes; a failing file prints all it would by default. Not
-  // verbose even for one file: console output is kept for the reporter, not printed live.
-  reporters: ["<rootDir>/../testkit/jest-quiet-reporter.cjs"],
-  verbose: false,
-  cacheDirectory: "<rootDir>/../../node_modules/.cache/jest", // not in the temp dir
-  roots: ["<rootDir>/test"],
-  transform: {
-    "^.+\\.ts$": [
-      "@swc/jest",
-      { jsc: { parser: { syntax: "typescript" }, target: "es2022" }, module: { type: "commonjs" } },
-    ],
-  },
-  moduleNameMapper: { "^(\\.{1,2}/.*)\\.js$": "$1" },
+  ...require("../testkit/jest-base.cjs"),
   testPathIgnorePatterns: composeOff ? ["/node_modules/", "/compose\\.test\\.ts$"] : ["/node_modules/"],
   // The Docker engine comes up in the background (docker-setup.ts); compose.test.ts runs last.
   globalSetup: composeOff ? undefined : "<rootDir>/test/support/docker-setup.ts",
