@@ -3,7 +3,7 @@
 // baseline is a copy of an older packages/server/dist (e.g. `cp -r dist dist-base` before a
 // change; it must sit in packages/server so it resolves the same dependencies).
 // `ab --runtime <node binary> [rooms] [rounds]`: the same build on two runtimes, the baseline
-// on that binary (how the pinned Node was chosen, docs/benchmarks.md). Rounds are
+// on that binary (how the pinned Node was chosen, docs/runtime.md). Rounds are
 // interleaved and rotated; the figures are medians of per-round values, the only ones that
 // mean something on a shared, noisy machine.
 import { resolve } from "node:path";

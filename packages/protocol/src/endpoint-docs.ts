@@ -7,7 +7,8 @@
 //
 // or inline, within a sentence: `(<!-- generated:list:bearer -->send, recv<!-- /generated -->)`.
 // `pnpm docs:generate` (infra/scripts/docs-generate.mjs) rewrites every marked section of the
-// repository's documents; `pnpm lint` and test/generated-docs.test.ts fail while one differs.
+// repository's documents; `pnpm lint` and packages/server/test/unit/generated-docs.test.ts
+// fail while one differs.
 // Not exported by index.ts: the SDK bundle does not need it.
 import { z } from "zod";
 import { ENDPOINTS, type EndpointSpec, OPERATION_IDS, peerTextField, waits } from "./endpoints.js";

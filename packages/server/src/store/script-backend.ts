@@ -1,5 +1,5 @@
 // What the room store needs from where its data lives: the room scripts (store/redis/lua)
-// and a few plain commands. Redis runs them with EVALSHA (redis/redis-backend.ts); the
+// and a few plain commands. Redis runs them with EVALSHA (redis/redis-store.ts); the
 // in-process store on a Lua VM over an in-memory keyspace (memory/memory-store.ts). One
 // store class (scripted-store.ts) speaks to either, so a room rule lives in one script.
 import type { ScriptName } from "./redis/scripts.js";

@@ -12,7 +12,7 @@ const expandIncludes = (source: string): string =>
     expandIncludes(readFileSync(join(LUA_DIR, "includes", name), "utf8")),
   );
 
-/** A script's source with its `--!include name.lua` lines replaced by includes/name.lua (which may include others). */
+/** A script's source with its `--!include <name>.lua` lines replaced by includes/<name>.lua (which may include others). */
 export function loadLua(file: string): string {
   return expandIncludes(readFileSync(join(LUA_DIR, file), "utf8"));
 }

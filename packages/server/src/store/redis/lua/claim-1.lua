@@ -1,6 +1,6 @@
 -- claim: counts a room an address opens against its budget of live rooms. Its own key and
 -- its own script: the address's set lives in no room's slot, so the open script cannot
--- touch it (redis-store.ts runs this just before open-8.lua, and again to drop a code).
+-- touch it (scripted-store.ts runs this just before open-8.lua, and again to drop a code).
 -- KEYS[1] the address's rooms (sorted set: code -> ms when the room's hard cap ends it)
 -- ARGV[1] the code to add ('' for none), ARGV[2] the hard lifetime in ms,
 -- ARGV[3] the most live rooms the address may hold, ARGV[4..] codes to drop (rooms gone)

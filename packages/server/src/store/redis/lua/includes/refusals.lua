@@ -1,5 +1,5 @@
 -- Refusals: what a script returns (alone, or first in its reply) when it refuses and changes
--- nothing. One meaning each across every script; redis-store.ts (Refusal) reads them back.
+-- nothing. One meaning each across every script; refusals.ts (Refusal) reads them back.
 local GONE = -1            -- no such room, or it ended: 404 (with how it ended, when kept)
 local WRONG_TOKEN = -2     -- the token holds no seat of this room: 401
 local CODE_IN_USE = -3     -- open: the minted code names a live or recently ended room
