@@ -4,7 +4,8 @@
 // - the endpoint tables of docs/protocol.md (§4, §4.1's rules, §11.7's MCP tools) and the lists
 //   of operations in its prose, from the endpoint table (@duet/protocol's ENDPOINTS,
 //   rendered by @duet/protocol/endpoint-docs), between `<!-- generated:NAME -->` markers;
-// - the script table of docs/redis.md §3, from SCRIPTS (store/redis/scripts.ts);
+// - the script table of docs/redis.md §3, from SCRIPTS (store/redis/scripts.ts), and its list
+//   of refusals, from store/redis/lua/includes/refusals.lua;
 // - the table of variables of docs/configuration.md, from the config schema (config-reference.ts).
 //
 // `pnpm docs:generate` (infra/scripts/docs-generate.mjs) writes them; `pnpm lint` and
@@ -18,7 +19,14 @@ import { scriptTable } from "./store/redis/scripts.js";
 /** What a marked section renders, by name. */
 export function renderSection(name: string): string | undefined {
   if (name === "redis:scripts") return scriptTable();
+  if (name === "redis:refusals") return refusalList();
   return endpointSection(name);
+}
+
+/** The scripts' refusals, as includes/refusals.lua names them, in its order. */
+function refusalList(): string {
+  const lua = readFileSync(join(__dirname, "store/redis/lua/includes/refusals.lua"), "utf8");
+  return [...lua.matchAll(/^local ([A-Z_]+) = -\d+/gm)].map(([, name]) => `\`${name}\``).join(", ");
 }
 
 /** The markdown files that may hold marked sections: the README, docs/, each package's README and the skill. */
