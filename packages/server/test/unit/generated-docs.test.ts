@@ -1,7 +1,7 @@
 // Every generated list of the repository (src/generated-docs.ts: the documents' endpoint
-// tables and lists of operations, docs/redis.md's script table and refusals, docs/configuration.md's
-// variables) is what its source renders. `pnpm
-// docs:generate` rewrites them; `pnpm lint` runs the same check.
+// tables and lists of operations, docs/redis.md's script table and refusals,
+// docs/configuration.md's variables) is what its source renders. `pnpm docs:generate`
+// rewrites them; `pnpm lint` runs the same check.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { generatedFiles } from "../../src/generated-docs";
