@@ -26,13 +26,14 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = resolve(process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), "../.."));
 
-/** Tracked files, and new ones not ignored (so a file not yet added counts). */
-const files = execFileSync("git", ["ls-files", "--cached", "--others", "--exclude-standard", "-z"], {
-  cwd: ROOT,
-  encoding: "utf8",
-})
-  .split("\0")
-  .filter((f) => f !== "" && existsSync(join(ROOT, f)));
+const gitFiles = (...args) =>
+  execFileSync("git", ["ls-files", "-z", ...args], { cwd: ROOT, encoding: "utf8" })
+    .split("\0")
+    .filter((f) => f !== "" && existsSync(join(ROOT, f)));
+/** What a reference may name: tracked files, and new ones not ignored (a file not yet added counts). */
+const files = gitFiles("--cached", "--others", "--exclude-standard");
+/** What is read: tracked files only (a scratch file of one's own is not checked). */
+const tracked = gitFiles("--cached");
 const fileNames = new Set(files.map((f) => basename(f)));
 const topFolders = new Set(files.filter((f) => f.includes("/")).map((f) => f.split("/")[0]));
 const packageRoots = [...new Set(files.filter((f) => f.startsWith("packages/")).map((f) => f.split("/", 2).join("/")))];
@@ -263,7 +264,7 @@ function checkText(file, lineNo, text, fenced) {
 }
 
 let scanned = 0;
-for (const file of files) {
+for (const file of tracked) {
   if (SKIPPED_FILES.some((re) => re.test(file))) continue;
   const text = readFileSync(join(ROOT, file), "utf8");
   if (file.endsWith(".md")) {

@@ -17,6 +17,7 @@ function write(files: Record<string, string>): void {
 }
 
 function check(): { status: number | null; failures: string[]; stdout: string } {
+  execFileSync("git", ["add", "--all"], { cwd: repo }); // the script reads tracked files
   const run = spawnSync(process.execPath, [SCRIPT, repo], { encoding: "utf8" });
   const failures = run.stderr.split("\n").filter((line) => line.startsWith("FAIL "));
   return { status: run.status, failures, stdout: run.stdout };
