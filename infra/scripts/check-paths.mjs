@@ -21,7 +21,7 @@
 // Usage: node infra/scripts/check-paths.mjs [root] (root: a git work tree, default this repo).
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { basename, dirname, join, posix, resolve } from "node:path";
+import { basename, dirname, join, posix, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = resolve(process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), "../.."));
@@ -152,11 +152,12 @@ function markdownLines(text) {
 
 const exists = (rel) => {
   const abs = resolve(ROOT, rel);
-  return abs.startsWith(ROOT) && existsSync(abs);
+  return (abs === ROOT || abs.startsWith(`${ROOT}${sep}`)) && existsSync(abs);
 };
 
 /** Whether `path`, named in `file`, resolves to something that exists. */
-function resolves(file, path) {
+function resolves(file, named) {
+  const path = named.replace(/\/+$/, ""); // a folder: `infra/nginx/compose/`
   const variants = [path];
   if (/\.js$/.test(path)) variants.push(path.replace(/\.js$/, ".ts"), path.replace(/\.js$/, ".d.ts"));
   if (bases(file).some((base) => variants.some((v) => exists(posix.join(base, v))))) return true;
