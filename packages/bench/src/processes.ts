@@ -62,13 +62,24 @@ let nextMetricsId = 1;
 export async function startServer(
   name: string,
   script: "duet-node.js" | "ceiling-node.js" | "hold-node.js",
-  options: { args?: string[]; env?: Record<string, string>; execArgv?: string[]; cpu?: string; execPath?: string } = {},
+  options: {
+    args?: string[];
+    env?: Record<string, string>;
+    execArgv?: string[];
+    cpu?: string;
+    execPath?: string;
+    /** The process's open-file limit (soft and hard), set by prlimit before Node starts. */
+    nofile?: number;
+  } = {},
 ): Promise<ServerProcess> {
+  const execArgv = ["--expose-gc", ...(options.execArgv ?? [])];
+  // prlimit sets the limit and execs Node in its place: the same PID, the IPC channel inherited.
+  const limited = options.nofile === undefined ? undefined : [`--nofile=${options.nofile}:${options.nofile}`];
   const child: ChildProcess = fork(join(__dirname, script), options.args ?? [], {
     env: { ...process.env, ...options.env },
     // Another Node than the bench's own (ab --runtime): the same build on two runtimes.
-    execPath: options.execPath,
-    execArgv: ["--expose-gc", ...(options.execArgv ?? [])],
+    execPath: limited ? "prlimit" : options.execPath,
+    execArgv: limited ? [...limited, options.execPath ?? process.execPath, ...execArgv] : execArgv,
     // Logs go nowhere: a pino line per request is still produced (that cost is duet's),
     // only not kept.
     stdio: ["ignore", "ignore", "inherit", "ipc"],
