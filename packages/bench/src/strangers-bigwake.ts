@@ -75,7 +75,7 @@ async function oneRun(store: string, server: ServerProcess, o: BigwakeOptions): 
     let finished = false;
     // Until every held recv has its answer (or 30 s after the send), then one more second.
     const bystanderLoop = loopUntil(
-      performance.now() + 40_000,
+      performance.now() + 180_000,
       20,
       () =>
         call(bystanderPool, "GET", `/v1/recv?code=${mine!.code}&wait=0`, {
@@ -87,7 +87,7 @@ async function oneRun(store: string, server: ServerProcess, o: BigwakeOptions): 
     );
     const body = `{"code":"${b!.code}","text":"${"\\u0001".repeat(o.textChars)}"}`;
     const sent = await call(pool, "POST", "/v1/send", { address: stranger, token: b!.token, body, timeoutMs: 60_000 });
-    const deadline = performance.now() + 30_000;
+    const deadline = performance.now() + 60_000;
     while (held.some((c) => c.held) && performance.now() < deadline && alive(server.pid)) await sleep(50);
     await sleep(1000);
     finished = true;

@@ -5,6 +5,7 @@
 // self-test long-polls (GET /v1/selftest?mode=longpoll&wait=25000); meanwhile another client
 // calls /healthz, /readyz, `recv wait=0` and the metrics listener's /metrics in a loop, each on
 // a new connection as a newcomer or a health check would. Calm first, for comparison.
+import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { Pool } from "undici";
 import { startRedis, startServer, type ServerProcess } from "./processes.js";
@@ -117,8 +118,12 @@ export async function connections(o: ConnectionsOptions): Promise<Section> {
   const redis = await startRedis();
   let server: ServerProcess | undefined;
   const phases: Phase[] = [];
+  let limits = "";
   try {
     server = await startServer("connections", "duet-node.js", { env: strangerEnv(redis.url), nofile: o.nofile });
+    // What the relay runs under, as its /proc says (not as asked).
+    limits =
+      /^Max open files.*$/m.exec(readFileSync(`/proc/${server.pid}/limits`, "utf8"))?.[0].replace(/\s+/g, " ") ?? "";
     const pool = new Pool(server.url, { connections: 1 });
     const [mine] = await openRooms(pool, 1);
     await pool.destroy();
@@ -155,7 +160,7 @@ export async function connections(o: ConnectionsOptions): Promise<Section> {
     name: "connections",
     title: "One address's connections against a node's open-file limit",
     markdown: [
-      `One relay on Redis under an open-file limit of ${o.nofile} (prlimit, soft and hard), the product's limits, MAX_WAITERS at its default (auto: from that limit).`,
+      `One relay on Redis under an open-file limit of ${o.nofile} (prlimit, soft and hard; its /proc: "${limits}"), the product's limits, MAX_WAITERS at its default (auto: from that limit).`,
       `Each phase ${o.holdSeconds} s: one address holds its connections (idle ones send nothing; the relay's closed ones are opened again, once a second at most each),`,
       "while another client (ten addresses in turn) calls /healthz, /readyz, `recv wait=0` and the metrics listener's /metrics in turn, 100 ms apart,",
       "each on a new connection (5 s timeout). A call fails when it is not answered 200. Target: none of the other client's calls fails.",

@@ -88,8 +88,14 @@ export async function call(
     const text = await response.body.text();
     return { status: response.statusCode, ms: performance.now() - started, body: text };
   } catch (error) {
-    const code = (error as { code?: string }).code ?? (error as Error).name ?? String(error);
-    return { status: 0, ms: performance.now() - started, body: "", error: code };
+    // undici's errors carry a string code; an AbortSignal timeout is a DOMException (a numeric code).
+    const code = (error as { code?: unknown }).code;
+    return {
+      status: 0,
+      ms: performance.now() - started,
+      body: "",
+      error: typeof code === "string" ? code : ((error as Error).name ?? String(error)),
+    };
   }
 }
 
@@ -130,14 +136,17 @@ export const tallyText = (counts: Record<string, number>) =>
     .map(([key, n]) => `${n} × ${key}`)
     .join(", ") || "none";
 
+/** Rooms one opener address opens: open and join both count against RATE_LIMIT_ROOMS (60). */
+const ROOMS_PER_OPENER = 25;
+
 /**
  * `rooms` paired rooms (both seats), opened through `pool`; each opener address opens at most
- * 40, under the product's rooms-per-address budget (ROOMS_PER_IP 50, RATE_LIMIT_ROOMS 60).
+ * ROOMS_PER_OPENER, under the product's room budgets (ROOMS_PER_IP 50, RATE_LIMIT_ROOMS 60).
  */
 export async function openRooms(pool: Pool, rooms: number): Promise<Seat[]> {
-  const openers = Array.from({ length: Math.ceil(rooms / 40) }, () => freshAddress());
+  const openers = Array.from({ length: Math.ceil(rooms / ROOMS_PER_OPENER) }, () => freshAddress());
   const pairs = await inBatches(rooms, 16, async (i) => {
-    const address = openers[Math.floor(i / 40)]!;
+    const address = openers[Math.floor(i / ROOMS_PER_OPENER)]!;
     const opened = await call(pool, "POST", "/v1/open", { address, body: {} });
     if (opened.status !== 200) throw new Error(`open answered ${opened.status}: ${opened.body.slice(0, 200)}`);
     const a = JSON.parse(opened.body) as Seat;
@@ -217,7 +226,10 @@ export class HeldCall {
 
   /** How the call stands: `held`, `status [error]` of an answer, or how the socket ended. */
   outcome(): string {
-    if (this.held) return this.status === 200 ? "held (200, stream open)" : this.connected ? "held" : "connecting";
+    if (this.held) {
+      if (this.status === 200) return this.length >= 0 ? "200, body still coming" : "held (200, stream open)";
+      return this.connected ? "held" : "connecting";
+    }
     if (this.status !== 0) return `${this.status}${Number.isNaN(this.doneMs) ? " (cut)" : ""}`;
     return `closed before an answer${this.error ? ` (${this.error})` : ""}`;
   }

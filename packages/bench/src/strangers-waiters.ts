@@ -31,6 +31,12 @@ export interface WaitersOptions {
   waiters: number;
   /** MAX_WAITERS of every node. */
   cap: number;
+  /**
+   * RATE_LIMIT_REQUESTS of the nodes. A stream is held as long as its client likes, so one
+   * address places any number of them over a few windows of the default 600; the run raises
+   * the limit to place them in one, so that only the waiter bounds decide.
+   */
+  requestsLimit: number;
   /** How long /readyz is sampled after the stranger's calls are in place (5 s). */
   afterSeconds: number;
 }
@@ -170,7 +176,7 @@ export async function waiters(o: WaitersOptions): Promise<Section> {
   const servers: ServerProcess[] = [];
   const runs: Run[] = [];
   try {
-    const env = { MAX_WAITERS: String(o.cap) };
+    const env = { MAX_WAITERS: String(o.cap), RATE_LIMIT_REQUESTS: String(o.requestsLimit) };
     const cluster: ServerProcess[] = [];
     for (let i = 0; i < 3; i++)
       cluster.push(await startServer(`redis-${i}`, "duet-node.js", { env: strangerEnv(redis.url, env) }));
@@ -224,7 +230,7 @@ export async function waiters(o: WaitersOptions): Promise<Section> {
     markdown: [
       `MAX_WAITERS=${o.cap} on each node; a stranger sends ${o.waiters} waiting calls (\`recv wait=25000\`, then \`GET /v1/stream\`), spread evenly over the nodes,`,
       "two per seat per node, on rooms of its own, from one address or from one IPv6 /56 (a different address per call), through the relay's trusted proxy",
-      `(TRUST_PROXY=1, X-Forwarded-For); the product's rate limits and room budget. ${o.smoke ? 0.5 : 1.5} s after they are sent, another address calls each node:`,
+      `(TRUST_PROXY=1, X-Forwarded-For); the product's room budget and rate limits but RATE_LIMIT_REQUESTS=${o.requestsLimit} (streams are held for as long as their client likes: one address places 600 over two windows of the default 600 anyway). ${o.smoke ? 0.5 : 1.5} s after they are sent, another address calls each node:`,
       "`recv wait=0`, then a `recv wait=10000` that its peer's send (300 ms later) should answer. Every node's /readyz is sampled every 250 ms from",
       `the stranger's first call until ${o.afterSeconds} s after its calls are in place; then the stranger lets go and each node is asked once more.`,
       "",

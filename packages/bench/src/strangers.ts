@@ -53,6 +53,7 @@ async function main(): Promise<void> {
         smoke,
         waiters: num("waiters", 600, 60),
         cap: num("cap", 200, 20),
+        requestsLimit: num("requests-limit", 5000, 5000),
         afterSeconds: num("after-seconds", 5, 1),
       });
     else if (name === "bigwake")
