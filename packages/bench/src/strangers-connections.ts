@@ -89,12 +89,13 @@ async function phase(
       // Connections opened in steps, as fast as the relay takes them.
       if (i % 200 === 199) await sleep(50);
     }
-    // Whatever the relay closes is opened again, at most once a second per connection.
+    // Whatever the relay closes is opened again, at most once a second per connection and
+    // five times the count in all.
     const reopen = (async () => {
       while (open && !stopping) {
         await sleep(1000);
         for (const [i, c] of held.entries()) {
-          if (stopping || !c.closed) continue;
+          if (stopping || !c.closed || reopened >= 5 * count) continue;
           held[i] = open();
           reopened++;
         }
@@ -161,7 +162,7 @@ export async function connections(o: ConnectionsOptions): Promise<Section> {
     title: "One address's connections against a node's open-file limit",
     markdown: [
       `One relay on Redis under an open-file limit of ${o.nofile} (prlimit, soft and hard; its /proc: "${limits}"), the product's limits, MAX_WAITERS at its default (auto: from that limit).`,
-      `Each phase ${o.holdSeconds} s: one address holds its connections (idle ones send nothing; the relay's closed ones are opened again, once a second at most each),`,
+      `Each phase ${o.holdSeconds} s: one address holds its connections (idle ones send nothing; the relay's closed ones are opened again, once a second at most each, five times their count in all),`,
       "while another client (ten addresses in turn) calls /healthz, /readyz, `recv wait=0` and the metrics listener's /metrics in turn, 100 ms apart,",
       "each on a new connection (5 s timeout). A call fails when it is not answered 200. Target: none of the other client's calls fails.",
       "",
