@@ -42,8 +42,10 @@ export const ERRORS = {
   full: { status: 409, message: "Both seats of this room are taken.", remedy: "Ask the opener for a new room." },
   unread: {
     status: 409,
-    message: "The room still has unacknowledged messages.",
-    remedy: "recv and ack them first, or close with force: true to abandon them.",
+    message:
+      "The room still has unacknowledged messages: yours the peer has not read yet, or the peer's you have not acked.",
+    remedy:
+      "Ack the peer's messages you handled (status: pending_in), wait until yours are read (status with wait and until_read=<your last id>), or close with force: true to abandon them.",
   },
   idempotency_conflict: {
     status: 409,

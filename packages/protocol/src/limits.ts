@@ -32,6 +32,13 @@ export const MAX_WAIT_MS = 25_000;
  * proxy"); held calls also send a keep-alive every MCP_KEEPALIVE_MS, below common idle cuts.
  */
 export const MCP_MAX_WAIT_MS = 10_000;
+/**
+ * The recv and status wait to start with on a path not tested yet (the recipe, the skill):
+ * below the 10 s at which the strictest common proxies and gateways cut a request, with 2 s
+ * to spare for connecting and the proxy's own clock. Longer only once the self-test shows the
+ * path holds a longer answer (GET /v1/selftest?wait=25000 answers 200, not an error).
+ */
+export const FIRST_WAIT_MS = 8_000;
 /** How often a held MCP answer sends bytes (an SSE comment) so a proxy never sees it idle. */
 export const MCP_KEEPALIVE_MS = 4_000;
 /** idempotency_key: 1 to 128 visible ASCII characters. */

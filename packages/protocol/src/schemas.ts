@@ -61,11 +61,6 @@ export const OpenRequest = z
   })
   .describe("No required fields.");
 export const JoinRequest = z.strictObject({ code: RoomCode });
-export const SendRequest = z.strictObject({
-  code: RoomCode,
-  text: MessageText,
-  idempotency_key: IdempotencyKey.optional(),
-});
 /**
  * A regex of the decimal whole numbers 0 to `max` (leading zeros allowed), so that the
  * OpenAPI document states a query number's range as exactly as the server checks it.
@@ -90,10 +85,6 @@ const WaitQuery = z
   .transform(Number)
   .pipe(z.number().int().min(0).max(MAX_WAIT_MS, `wait must be at most ${MAX_WAIT_MS}`))
   .optional();
-export const RecvQuery = z.strictObject({
-  code: RoomCode,
-  wait: WaitQuery.describe(`Milliseconds to wait for a message: 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}.`),
-});
 export const StreamQuery = z.strictObject({
   code: RoomCode,
   after: z
@@ -139,6 +130,33 @@ export const StatusQuery = z.strictObject({
     .describe(
       "A message id you sent (e.g. your last send's id): with wait, answer once that message and every earlier one of yours is read.",
     ),
+});
+// recv and send take the read receipt along (docs/protocol.md, "Acks folded into recv and
+// send"): the very ids POST /v1/ack takes (its schema), acked before the call does the rest.
+const ACK_ALONG =
+  "acked before the call reads or sends: the read receipt of messages you handled, as POST /v1/ack with these ids " +
+  "(ids not pending for you are ignored). Saves the separate ack call.";
+/** recv's `ack` query parameter: the ids as one comma-separated list, e.g. ack=12,13. */
+const AckQuery = z
+  .string()
+  .transform((list) => list.split(","))
+  .pipe(AckRequest.shape.ids)
+  .optional()
+  .describe(`Ids of messages you handled, comma-separated (e.g. 12,13; at most ${MAX_ACK_IDS}): ${ACK_ALONG}`);
+/** send's and the recv tool's `ack`: the ids as POST /v1/ack's `ids` array. */
+export const AckAlong = AckRequest.shape.ids
+  .optional()
+  .describe(`Ids of messages you handled, e.g. the one this text answers (at most ${MAX_ACK_IDS}): ${ACK_ALONG}`);
+export const RecvQuery = z.strictObject({
+  code: RoomCode,
+  wait: WaitQuery.describe(`Milliseconds to wait for a message: 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}.`),
+  ack: AckQuery,
+});
+export const SendRequest = z.strictObject({
+  code: RoomCode,
+  text: MessageText,
+  idempotency_key: IdempotencyKey.optional(),
+  ack: AckAlong,
 });
 export const CloseRequest = z.strictObject({
   code: RoomCode,

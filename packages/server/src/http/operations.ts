@@ -66,6 +66,15 @@ const PROGRESS_EVERY_MS = 5_000;
 const messagesOf = (snapshot: InboxSnapshot | undefined) => snapshot && { messages: snapshot.messages };
 const NEVER: GoneSignal = { aborted: false, addEventListener: () => undefined, removeEventListener: () => undefined };
 
+/**
+ * recv's and send's `ack` (docs/protocol.md, "Acks folded into recv and send"): the same store
+ * call as POST /v1/ack, made before the call reads or sends. Its refusals (the room is gone,
+ * a wrong token) are the call's own, answered before it reads or sends anything.
+ */
+async function ackAlong(store: RoomStore, seat: { code: string; tokenHash: string }, ids: string[] | undefined) {
+  if (ids !== undefined && ids.length > 0) await store.ackMessages(seat, ids);
+}
+
 export function operations({
   store,
   waitingRecvs,
@@ -112,6 +121,9 @@ export function operations({
           `text is larger than ${MAX_TEXT_BYTES} UTF-8 bytes; split it, or publish it at a URL and send the URL.`,
         );
       }
+      // Acked first: the receipt lands even when the send is then refused (mailbox_full, a
+      // conflict), and acking frees the mailbox space the send may need.
+      await ackAlong(store, { code: input.code, tokenHash }, input.ack);
       const { id, replayed } = await store.sendMessage({
         code: input.code,
         tokenHash,
@@ -129,6 +141,8 @@ export function operations({
 
     async recv(query, { tokenHash, signal, onWaiting }) {
       const waitMs = query.wait ?? MAX_WAIT_MS;
+      // Acked before the read, so the answer no longer holds them, and before the wait.
+      await ackAlong(store, { code: query.code, tokenHash }, query.ack);
       const waiting = waitingRecvs.waitForMessages(
         { code: query.code, tokenHash },
         { waitMs, recheckMs: wakeRecheckMs, signal: signal ?? NEVER },
