@@ -158,7 +158,12 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   async send(seat: SeatCredentials, text: string, options: SendOptions = {}): Promise<SendResponse> {
     const wire = textToSend(seat.e2e, text);
     const idempotencyKey = options.idempotencyKey ?? randomUUID();
-    const body = { code: canonicalCode(seat.code), text: wire, idempotency_key: idempotencyKey };
+    const body = {
+      code: canonicalCode(seat.code),
+      text: wire,
+      idempotency_key: idempotencyKey,
+      ...(options.ack?.length ? { ack: options.ack } : {}),
+    };
     const mailbox: MailboxWatch = {};
     const pendingNow = async (deadline: Deadline) => {
       const status = await this.status(seat, {
@@ -176,7 +181,10 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
     );
   }
 
-  /** Peeks at pending messages for this seat (oldest first), waiting up to waitMs for one. Does not consume. */
+  /**
+   * Peeks at pending messages for this seat (oldest first), waiting up to waitMs for one. Does
+   * not consume; with `ack`, those ids (handled since the last recv) are acked first.
+   */
   async recv(seat: SeatCredentials, options: RecvOptions = {}): Promise<OpenedRecvResponse> {
     const answer = await this.recvRaw(seat, options);
     if (!seat.e2e) return answer;
@@ -192,7 +200,11 @@ End-to-end encrypted: join with the whole address above (its #k= part is the roo
   /** recv without opening encrypted texts (receiveLoop opens each as it hands it on). */
   recvRaw(seat: SeatCredentials, options: RecvOptions = {}): Promise<RecvResponse> {
     const waitMs = options.waitMs ?? MAX_WAIT_MS;
-    const query = { code: canonicalCode(seat.code), wait: String(waitMs) };
+    const query = {
+      code: canonicalCode(seat.code),
+      wait: String(waitMs),
+      ...(options.ack?.length ? { ack: options.ack.join(",") } : {}),
+    };
     return this.retrying(
       "recv",
       "refusals-and-network",

@@ -58,11 +58,21 @@ export interface WaitEvent {
 export interface SendOptions extends CallOptions {
   /** Reuse to make a retry of the same logical send return the same id. Default: a fresh random key. */
   idempotencyKey?: string;
+  /**
+   * Ids of messages this seat handled (e.g. the one this text answers): acked before the text
+   * is sent, as ack() would, saving that call; they stay acked if the send is then refused.
+   */
+  ack?: string[];
 }
 
 export interface RecvOptions extends CallOptions {
   /** Milliseconds the relay may hold the call open waiting for a message, 0..25000. Default 25000. */
   waitMs?: number;
+  /**
+   * Ids of messages this seat handled since the last recv: acked before the relay reads or
+   * waits, as ack() would, so the answer no longer holds them (the loop needs no ack call).
+   */
+  ack?: string[];
 }
 
 export interface WaitForPeerOptions extends CallOptions {

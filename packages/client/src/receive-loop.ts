@@ -1,6 +1,7 @@
 // The receive loop: hands each message addressed to a seat to a handler, one at a time,
 // oldest first, and acks it once handled. Messages come from the push stream, or from
-// long-poll recv when the stream cannot work here (StreamSource decides).
+// long-poll recv when the stream cannot work here (StreamSource decides); a long-polling
+// loop acks what it handled with its next recv (recv's `ack`) rather than a call of its own.
 import {
   ERRORS,
   MAX_WAIT_MS,
@@ -55,8 +56,23 @@ export async function receiveLoop(
   const acked = new RecentIds(1024);
   let handled = 0;
   const waitMs = options.waitMs ?? MAX_WAIT_MS;
-  const longPoll = async () =>
-    (await calls.recvRaw(seat, { onWait: retry.onWait, signal, waitMs, timeoutMs: retry.timeoutMs + waitMs })).messages;
+  // The messages handled since the last recv ride on the next one as its `ack`: acked before
+  // it reads, so they never come back, and no separate ack call is made.
+  const longPoll = async () => {
+    const ack = [...handledNotAcked];
+    const answer = await calls.recvRaw(seat, {
+      onWait: retry.onWait,
+      signal,
+      waitMs,
+      timeoutMs: retry.timeoutMs + waitMs,
+      ack,
+    });
+    for (const id of ack) {
+      handledNotAcked.delete(id);
+      acked.add(id);
+    }
+    return answer.messages;
+  };
   /**
    * Acks handled messages. Deliberately not cancelled by the loop's signal: the messages
    * were handled, so their receipt should land. A transient failure that outlasts the retry
@@ -80,8 +96,12 @@ export async function receiveLoop(
   try {
     while (!signal?.aborted && (maxMessages === undefined || handled < maxMessages)) {
       let messages: Message[];
+      // Whether these came from a recv: then their acks wait for the next recv.
+      let polled = false;
       try {
-        messages = (await source?.next()) ?? (await longPoll());
+        const streamed = await source?.next();
+        polled = streamed === undefined;
+        messages = streamed ?? (await longPoll());
       } catch (error) {
         if (signal?.aborted && error instanceof DuetAbortError) break;
         throw error;
@@ -103,14 +123,21 @@ export async function receiveLoop(
         await handle(message);
         handled++;
         handledNotAcked.add(message.id);
+        if (polled) continue;
         // The rest of this batch comes back with the next recv, after the lost ack is retried.
         if (!(await ackHandled([message.id]))) break;
         acked.add(message.id);
       }
     }
+  } catch (error) {
+    // What was handled before the failure is acked still (best effort: the failure is what the caller hears).
+    if (handledNotAcked.size > 0) await ackHandled([...handledNotAcked]).catch(() => undefined);
+    throw error;
   } finally {
     source?.close();
   }
+  // The loop ends with no next recv to carry the last acks: one ack call.
+  if (handledNotAcked.size > 0) await ackHandled([...handledNotAcked]);
   return { handled };
 }
 

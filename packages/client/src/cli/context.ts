@@ -167,6 +167,20 @@ export class Cli {
     return undefined;
   }
 
+  /**
+   * The state file's `printed` ids after a call that carried `acked` as its ack: those go,
+   * `added` (printed just now, not acked) join. Other fields are left as they are now.
+   */
+  notePrinted(code: string, acked: readonly string[], added: readonly string[] = []): void {
+    if (acked.length === 0 && added.length === 0) return;
+    this.state.update(code, (entry) => {
+      const kept = (entry.printed ?? []).filter((id) => !acked.includes(id));
+      const printed = [...kept, ...added.filter((id) => !kept.includes(id))];
+      if (printed.length > 0) entry.printed = printed;
+      else delete entry.printed;
+    });
+  }
+
   /** Keeps what recv learned (highest seq, ids seen) without touching what a concurrent send keeps. */
   saveReceived(session: E2eSession): void {
     this.state.update(session.code, (entry) => {

@@ -26,6 +26,11 @@ export interface RoomEntry {
   e2e?: E2eState;
   /** The id of the last message this seat sent from this state file (`duet wait --read last`). */
   lastSent?: string;
+  /**
+   * Ids `duet recv` printed and nobody acked yet: the next `duet recv` or `duet send` of this
+   * room carries them as its `ack` (no call of its own), and `duet close` acks them first.
+   */
+  printed?: string[];
 }
 
 /** A room this state file held a seat in, after the relay said it was gone. No token. */

@@ -110,6 +110,48 @@ describe("duet CLI, two agents through the real relay", () => {
     expect(readState(bob.stateDir).rooms).toEqual({});
   });
 
+  /** Requests the relay answered on a route (its duet_http_requests_total), to count calls. */
+  const requestsOn = async (route: string) => {
+    const text = await (await fetch(`${relay.metricsUrl}/metrics`)).text();
+    return text
+      .split("\n")
+      .filter((line) => line.startsWith("duet_http_requests_total{") && line.includes(`route="${route}"`))
+      .reduce((sum, line) => sum + Number(line.split(" ").pop()), 0);
+  };
+
+  it("the short loop: what recv printed is acked by the next recv or send of the room, with no ack call", async () => {
+    const alice = agent("alice-loop");
+    const bob = agent("bob-loop");
+    const code = JSON.parse((await alice.run(["--json", "open"])).stdout).code as string;
+    expect((await bob.run(["join", code])).code).toBe(0);
+    alice.rememberTokens();
+    bob.rememberTokens();
+    const acksBefore = await requestsOn("/v1/ack");
+
+    const question = JSON.parse((await alice.run(["--json", "send", "question?"])).stdout).id as string;
+    expect(await bob.run(["recv", "--wait", "5000"])).toMatchObject({ code: 0, stdout: "a: question?\n" });
+    // Printed, not acked yet: the peer still sees it unread.
+    expect(JSON.parse((await alice.run(["--json", "status"])).stdout).unread).toEqual([question]);
+    // Bob's answer carries the receipt.
+    const answer = JSON.parse((await bob.run(["--json", "send", "answer."])).stdout).id as string;
+    expect(JSON.parse((await alice.run(["--json", "status"])).stdout).unread).toEqual([]);
+    // Alice reads the answer; her next recv acks it before it waits (here: answers empty).
+    expect(JSON.parse((await alice.run(["--json", "recv", "--wait", "5000"])).stdout).messages).toEqual([
+      { id: answer, from: "b", text: "answer." },
+    ]);
+    expect(JSON.parse((await alice.run(["--json", "recv", "--wait", "0"])).stdout).messages).toEqual([]);
+    expect(JSON.parse((await bob.run(["--json", "status"])).stdout).unread).toEqual([]);
+    expect(await requestsOn("/v1/ack")).toBe(acksBefore);
+    // `send --no-ack` leaves what recv printed unacked; `close` acks it first, so it is not refused.
+    await alice.run(["send", "last word"]);
+    await bob.run(["recv", "--wait", "5000"]);
+    await bob.run(["send", "--no-ack", "bye"]);
+    expect(JSON.parse((await alice.run(["--json", "status"])).stdout).unread).toHaveLength(1);
+    await alice.run(["recv", "--wait", "5000"]);
+    expect(await alice.run(["close"])).toMatchObject({ code: 6 });
+    expect(await bob.run(["close"])).toMatchObject({ code: 0 });
+  });
+
   it("--json on every command, recv without and with --ack, ack by id, close refused while unread", async () => {
     const alice = agent("alice-json");
     const bob = agent("bob-json");
@@ -139,8 +181,10 @@ describe("duet CLI, two agents through the real relay", () => {
     expect(readState(alice.stateDir).rooms[code]).toBeDefined();
 
     expect(JSON.parse((await bob.run(["--json", "ack", first.id])).stdout)).toEqual({ code, acked: 1 });
+    await alice.run(["send", "third"]);
+    // The second was printed by the peek: this recv acks it before reading, and --ack acks what it prints.
     const rest = await bob.run(["recv", "--wait", "0", "--ack"]);
-    expect(rest).toMatchObject({ code: 0, stdout: "a: second\n" });
+    expect(rest).toMatchObject({ code: 0, stdout: "a: third\n" });
     expect(JSON.parse((await bob.run(["--json", "recv", "--wait", "0"])).stdout)).toEqual({ code, messages: [] });
 
     expect(JSON.parse((await bob.run(["--json", "rooms"])).stdout)).toEqual({

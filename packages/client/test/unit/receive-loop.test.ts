@@ -1,5 +1,6 @@
-// receiveLoop against a scripted fetch: ack after the handler, never a message twice, a
-// throwing handler leaves its message pending, the signal ends the loop.
+// receiveLoop against a scripted fetch: ack after the handler (long-polling: on the next
+// recv), never a message twice, a throwing handler leaves its message pending, the signal
+// ends the loop.
 import { DuetClient } from "../../src";
 
 const json = (status: number, body: unknown) =>
@@ -12,7 +13,12 @@ function scripted(script: Array<(path: string, body: unknown) => Response | Prom
   const fetchImpl = (async (input: string | URL | Request, init?: RequestInit) => {
     const url = new URL(String(input));
     const body = init?.body ? JSON.parse(String(init.body)) : undefined;
-    log.push(url.pathname === "/v1/ack" ? `ack ${(body as { ids: string[] }).ids.join(",")}` : url.pathname.slice(4));
+    const ack = url.searchParams.get("ack");
+    log.push(
+      url.pathname === "/v1/ack"
+        ? `ack ${(body as { ids: string[] }).ids.join(",")}`
+        : `${url.pathname.slice(4)}${ack === null ? "" : ` ack=${ack}`}`,
+    );
     const step = script.shift();
     if (!step) throw new Error(`unexpected ${url.pathname}`);
     return step(url.pathname, body);
@@ -21,13 +27,13 @@ function scripted(script: Array<(path: string, body: unknown) => Response | Prom
 }
 
 describe("receiveLoop", () => {
-  it("acks each message only after its handler resolved, in order", async () => {
+  it("long-polling, acks what it handled with its next recv, and the last ones with one ack call when it ends", async () => {
     const events: string[] = [];
     const { fetchImpl, log } = scripted([
       () => json(200, { messages: [m("1"), m("2")] }),
       () => {
-        events.push("ack 1 sent");
-        return json(200, { ok: true, acked: 1 });
+        events.push("recv with acks sent");
+        return json(200, { messages: [m("3")] });
       },
       () => json(200, { ok: true, acked: 1 }),
     ]);
@@ -38,11 +44,29 @@ describe("receiveLoop", () => {
         await new Promise((r) => setTimeout(r, 20));
         events.push(`handled ${message.id}`);
       },
-      { maxMessages: 2, transport: "long-poll" },
+      { maxMessages: 3, transport: "long-poll" },
     );
-    expect(result).toEqual({ handled: 2 });
-    expect(log).toEqual(["recv", "ack 1", "ack 2"]);
-    expect(events).toEqual(["handled 1", "ack 1 sent", "handled 2"]);
+    expect(result).toEqual({ handled: 3 });
+    expect(log).toEqual(["recv", "recv ack=1,2", "ack 3"]);
+    expect(events).toEqual(["handled 1", "handled 2", "recv with acks sent", "handled 3"]);
+  });
+
+  it("a handler that throws after others were handled: theirs are acked, its own stays pending", async () => {
+    const { fetchImpl, log } = scripted([
+      () => json(200, { messages: [m("1"), m("2")] }),
+      () => json(200, { ok: true, acked: 1 }),
+    ]);
+    const client = new DuetClient({ fetch: fetchImpl });
+    await expect(
+      client.receiveLoop(
+        seat,
+        (message) => {
+          if (message.id === "2") throw new Error("cannot handle 2");
+        },
+        { transport: "long-poll" },
+      ),
+    ).rejects.toThrow("cannot handle 2");
+    expect(log).toEqual(["recv", "ack 1"]);
   });
 
   it("stops with the handler's error and leaves that message unacked", async () => {
@@ -60,25 +84,41 @@ describe("receiveLoop", () => {
     expect(log).toEqual(["recv"]);
   });
 
-  it("does not hand a message twice when its ack was lost; it acks it again instead", async () => {
+  it("does not hand a message twice when the recv carrying its ack was lost; the retry carries it again", async () => {
     const handled: string[] = [];
     const { fetchImpl, log } = scripted([
       () => json(200, { messages: [m("1"), m("2")] }),
-      // The ack's answer is lost, again and again, until the retry budget (1 ms) is spent.
+      // The answer of the recv that acks 1 and 2 is lost: the retry acks them again (idempotent).
       () => Promise.reject(new TypeError("fetch failed", { cause: { code: "ECONNRESET" } })),
-      () => json(200, { messages: [m("1"), m("2")] }),
-      () => json(200, { ok: true, acked: 1 }),
+      () => json(200, { messages: [m("3")] }),
       () => json(200, { ok: true, acked: 1 }),
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
     const result = await client.receiveLoop(seat, (message) => void handled.push(message.id), {
-      retryTimeoutMs: 1,
-      maxMessages: 2,
+      maxMessages: 3,
       transport: "long-poll",
     });
-    expect(result).toEqual({ handled: 2 });
-    expect(handled).toEqual(["1", "2"]);
-    expect(log).toEqual(["recv", "ack 1", "recv", "ack 1", "ack 2"]);
+    expect(result).toEqual({ handled: 3 });
+    expect(handled).toEqual(["1", "2", "3"]);
+    expect(log).toEqual(["recv", "recv ack=1,2", "recv ack=1,2", "ack 3"]);
+  });
+
+  it("ends when its last ack is lost past the retry budget: the handled message stays pending for a later reader", async () => {
+    const handled: string[] = [];
+    const { fetchImpl, log } = scripted([
+      () => json(200, { messages: [m("1")] }),
+      // The final ack's answer is lost, again and again, until the retry budget (1 ms) is spent:
+      // the loop ends with the message handled, unacked, for a later reader.
+      () => Promise.reject(new TypeError("fetch failed", { cause: { code: "ECONNRESET" } })),
+    ]);
+    const client = new DuetClient({ fetch: fetchImpl });
+    const result = await client.receiveLoop(seat, (message) => void handled.push(message.id), {
+      retryTimeoutMs: 1,
+      maxMessages: 1,
+      transport: "long-poll",
+    });
+    expect(result).toEqual({ handled: 1 });
+    expect(log).toEqual(["recv", "ack 1"]);
   });
 
   it("gives up when recv keeps failing past its retry budget", async () => {

@@ -11,6 +11,7 @@ export function registerAck(program: Command, cli: Cli): void {
       const options = cli.globals(command);
       const entry = await cli.roomFor(options);
       const result = await cli.inRoom(entry, () => cli.clientForRoom(options, entry).ack(cli.seatOf(entry), ids));
+      cli.notePrinted(entry.code, ids);
       cli.print(cli.json ? JSON.stringify({ code: entry.code, acked: result.acked }) : `acked ${result.acked}`);
     });
 }

@@ -33,7 +33,10 @@ export function registerClose(program: Command, cli: Cli): void {
         throw error;
       }
       try {
-        await cli.clientForRoom(options, entry).close(cli.seatOf(entry), { force: closeOptions.force === true });
+        const client = cli.clientForRoom(options, entry);
+        // What `duet recv` printed was handled: its receipt first, so it does not block the close.
+        if (entry.printed?.length && !closeOptions.force) await client.ack(cli.seatOf(entry), entry.printed);
+        await client.close(cli.seatOf(entry), { force: closeOptions.force === true });
       } catch (error) {
         if (!(error instanceof DuetError && error.code === "not_found")) throw error;
         return alreadyEnded(cli.state.markEnded(entry, error.ended));

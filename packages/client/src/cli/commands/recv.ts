@@ -1,4 +1,5 @@
-// duet recv: prints the pending messages once; they stay pending unless --ack.
+// duet recv: prints the pending messages once. What it printed is acked by the next `duet
+// recv` or `duet send` of the room (as their `ack`, no call of its own), or at once with --ack.
 import { MAX_WAIT_MS } from "@duet/protocol";
 import { type Command, Option } from "commander";
 import { waitArgument } from "../arguments.js";
@@ -10,14 +11,17 @@ export function registerRecv(program: Command, cli: Cli): void {
   program
     .command("recv")
     .description(
-      "print pending messages (one per line: <seat>: <text>, newlines escaped); they stay pending unless --ack",
+      "print pending messages (one per line: <seat>: <text>, newlines escaped); your next recv or send acks them (--ack: at once)",
     )
     .addOption(
       new Option("--wait <ms>", `wait up to this long for a message, 0..${MAX_WAIT_MS}`)
         .default(MAX_WAIT_MS)
         .argParser(waitArgument),
     )
-    .option("--ack", "acknowledge the printed messages (deletes them from the relay)")
+    .option(
+      "--ack",
+      "acknowledge the printed messages now, with a call of its own (default: the next recv or send does)",
+    )
     .action(async (recvOptions: { wait: number; ack?: boolean }, command: Command) => {
       const options = cli.globals(command);
       const entry = await cli.roomFor(options);
@@ -26,14 +30,17 @@ export function registerRecv(program: Command, cli: Cli): void {
       if (recvOptions.wait > 0)
         cli.spinner.start(`waiting up to ${Math.round(recvOptions.wait / 1000)} s for a message`);
       const session = cli.sessionOf(entry);
+      // What the last recv printed is handled by now: acked by this recv before it reads.
+      const printedBefore = entry.printed ?? [];
       const { messages, rejected = [] } = await cli.inRoom(entry, () =>
         client.recv(
           { ...seat, e2e: session },
-          { waitMs: recvOptions.wait, signal: cli.io.interrupt, onWait: cli.showWait("receiving") },
+          { waitMs: recvOptions.wait, signal: cli.io.interrupt, onWait: cli.showWait("receiving"), ack: printedBefore },
         ),
       );
       cli.spinner.stop();
       if (session) cli.saveReceived(session);
+      cli.notePrinted(entry.code, printedBefore, recvOptions.ack ? [] : messages.map((m) => m.id));
       if (cli.json) cli.print(JSON.stringify({ code: entry.code, messages, ...(session ? { rejected } : {}) }));
       else for (const message of messages) cli.print(formatMessage(message));
       for (const message of messages) cli.noteGap(message);
@@ -47,7 +54,7 @@ export function registerRecv(program: Command, cli: Cli): void {
           ),
         );
       } else if (messages.length > 0) {
-        cli.note(`Not acked: run \`duet ack ${messages.map((m) => m.id).join(" ")}\` once handled (or use --ack).`);
+        cli.note("Acked by your next `duet recv` or `duet send` (or now: `duet ack <ids>`).");
       } else if (rejected.length === 0) {
         cli.note("No messages.");
       }

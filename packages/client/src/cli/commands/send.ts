@@ -1,5 +1,6 @@
 // duet send: sends a text to the peer (arguments or stdin) and prints its id; with
-// --wait-read, then waits until the peer has read it.
+// --wait-read, then waits until the peer has read it. It acks what `duet recv` printed (or
+// --ack's ids) on the way, as the send's `ack`: the answer is the receipt, no call of its own.
 import { type Command, Option } from "commander";
 import { E2eSession } from "../../e2e.js";
 import { textToSend } from "../../encrypted-room.js";
@@ -17,6 +18,8 @@ interface SendOptions {
   timeout?: number;
   key?: string;
   waitRead?: boolean;
+  /** undefined: what `duet recv` printed; false (--no-ack): nothing; else the ids given. */
+  ack?: string | false;
 }
 
 export function registerSend(program: Command, cli: Cli): void {
@@ -37,6 +40,11 @@ export function registerSend(program: Command, cli: Cli): void {
     .addOption(
       new Option("--key <idempotency-key>", "reuse a key to retry an earlier send safely (default: a fresh one)"),
     )
+    .option(
+      "--ack <ids>",
+      "ack these message ids (comma-separated) with this send; default: the ones `duet recv` printed and nobody acked yet",
+    )
+    .option("--no-ack", "ack nothing with this send")
     .action(async (words: string[], sendOptions: SendOptions, command: Command) => {
       const options = cli.globals(command);
       const entry = await cli.roomFor(options);
@@ -53,14 +61,22 @@ export function registerSend(program: Command, cli: Cli): void {
       if (text.length === 0) throw new CliError("The text is empty; duet sends non-empty text only.");
       const wire = sealed(cli, entry, text);
       const client = cli.clientForRoom(options, entry);
+      const ack =
+        sendOptions.ack === false
+          ? []
+          : sendOptions.ack === undefined
+            ? (entry.printed ?? [])
+            : sendOptions.ack.split(/[\s,]+/).filter((id) => id !== "");
       const sent = await cli.inRoom(entry, () =>
         client.send(cli.seatOf(entry), wire, {
           timeoutMs,
           idempotencyKey: sendOptions.key,
           signal: cli.io.interrupt,
           onWait: cli.showWait("sending"),
+          ack,
         }),
       );
+      cli.notePrinted(entry.code, ack);
       cli.state.update(entry.code, (current) => {
         current.lastSent = sent.id;
       });
