@@ -186,7 +186,7 @@ export const ENDPOINTS = {
           .max(MAX_WAIT_MS)
           .optional()
           .describe(
-            `Milliseconds to wait for a message: 0 to ${MAX_WAIT_MS}; on MCP the relay holds at most ${MCP_MAX_WAIT_MS} (its MCP_MAX_WAIT_MS), which is also the default.`,
+            `Milliseconds to wait for a message: 0 to ${MAX_WAIT_MS}, default ${MCP_MAX_WAIT_MS}: on MCP the relay holds a recv at most ${MCP_MAX_WAIT_MS} ms (its MCP_MAX_WAIT_MS) whatever you pass.`,
           ),
         ack: S.AckAlong,
       }),

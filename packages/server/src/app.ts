@@ -231,6 +231,7 @@ export function createApp(deps: AppDeps): DuetApp {
         maxMinutes: config.roomMaxMs / 60_000,
         endingKeepSeconds: config.roomEndingKeepMs / 1000,
         roomsPerClient: config.roomsPerClient,
+        mcpMaxWaitMs: config.mcpMaxWaitMs,
       }),
     );
   });

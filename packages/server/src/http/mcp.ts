@@ -21,7 +21,6 @@ import { Router, type Request, type RequestHandler, type Response } from "expres
 import {
   API_VERSION,
   ERRORS,
-  MAX_WAIT_MS,
   MCP_KEEPALIVE_MS,
   MCP_MAX_WAIT_MS,
   type ErrorCode,
@@ -35,7 +34,7 @@ import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
 import { clientKey } from "./rate-limit.js";
 import { echoName, parseInput } from "./validate.js";
-import { MCP_INSTRUCTIONS, MCP_PATH, MCP_TOOLS, TOOLS_BY_NAME, toolError } from "./mcp-tools.js";
+import { heldWaitMs, MCP_INSTRUCTIONS, MCP_PATH, MCP_TOOLS, TOOLS_BY_NAME, toolError } from "./mcp-tools.js";
 
 export { MCP_INSTRUCTIONS, MCP_PATH, MCP_TOOLS } from "./mcp-tools.js";
 
@@ -163,13 +162,8 @@ export function mcpRoutes(deps: McpDeps): Router {
         tokenHash = hashSeatToken(given);
       }
       const input = parseInput(entry.input, rest, "arguments") as Record<string, unknown>;
-      // A waiting room call (recv, status) holds at most maxWaitMs on MCP, whatever it asked:
-      // the relay cannot see the proxies in front, and one that buffers shows nothing until
-      // the answer ends (docs/mcp.md, "Behind a proxy"). An empty answer means "call again".
-      if (entry.holds) {
-        const asked = typeof input.wait === "number" ? input.wait : entry.id === "recv" ? MAX_WAIT_MS : 0;
-        input.wait = Math.min(asked, maxWaitMs);
-      }
+      // A waiting room call (recv, status) holds at most maxWaitMs on MCP, whatever it asked.
+      if (entry.holds) input.wait = heldWaitMs(entry, input.wait, maxWaitMs);
       const run = operations[entry.id] as Operation<OperationId>;
       const result = await run(input as never, {
         tokenHash,

@@ -12,7 +12,10 @@ import {
   MAX_PENDING_BYTES,
   MAX_PENDING_MESSAGES,
   MAX_TEXT_BYTES,
+  FIRST_WAIT_MS,
+  MAX_ACK_IDS,
   MAX_WAIT_MS,
+  MCP_MAX_WAIT_MS,
   USER_AGENT,
   type ErrorCode,
 } from "@duet/protocol";
@@ -27,6 +30,8 @@ export interface RecipeSettings {
   endingKeepSeconds?: number;
   /** Live rooms one address may hold (ROOMS_PER_IP); 0: no limit. Default 50. */
   roomsPerClient?: number;
+  /** The longest a waiting MCP tool call holds its answer (MCP_MAX_WAIT_MS). Default the protocol's. */
+  mcpMaxWaitMs?: number;
 }
 
 const TEMPLATE = readFileSync(join(__dirname, "recipe.md"), "utf8");
@@ -36,6 +41,9 @@ const FIXED: Record<string, string> = {
   user_agent: USER_AGENT,
   json_headers: `-H 'User-Agent: ${USER_AGENT}' -H 'Content-Type: application/json'`,
   max_wait_ms: String(MAX_WAIT_MS),
+  first_wait_ms: String(FIRST_WAIT_MS),
+  first_wait_s: String(FIRST_WAIT_MS / 1000),
+  max_ack_ids: String(MAX_ACK_IDS),
   max_text_bytes: MAX_TEXT_BYTES.toLocaleString("en"),
   max_pending_messages: String(MAX_PENDING_MESSAGES),
   max_pending_bytes: MAX_PENDING_BYTES.toLocaleString("en"),
@@ -76,6 +84,7 @@ export function renderRecipe({
   maxMinutes,
   endingKeepSeconds = 600,
   roomsPerClient = 50,
+  mcpMaxWaitMs = MCP_MAX_WAIT_MS,
 }: RecipeSettings): string {
   return fillTemplate(
     TEMPLATE,
@@ -85,6 +94,7 @@ export function renderRecipe({
       idle_minutes: String(idleMinutes),
       max_minutes: String(maxMinutes),
       expires_in: String(maxMinutes * 60),
+      mcp_max_wait_s: String(mcpMaxWaitMs / 1000),
       rooms_per_ip: roomsPerClient > 0 ? String(roomsPerClient) : "no limit",
       ending_keep: endingKeepSeconds % 60 === 0 ? `${endingKeepSeconds / 60} minutes` : `${endingKeepSeconds} seconds`,
     },

@@ -27,7 +27,7 @@ const count = (calls: Record<string, number>, name: string) => {
 };
 
 /** Raw HTTP with the recipe's requests; every request counted by its path. */
-function httpSeat(base: string): Seat & { open(): Promise<string>; token: string } {
+function httpSeat(base: string) {
   const calls: Record<string, number> = {};
   const seat = {
     calls,
