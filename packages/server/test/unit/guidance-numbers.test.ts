@@ -1,7 +1,10 @@
 // The numbers the served guidance states are the code's: every default an MCP tool argument
 // names is the one the relay applies, every hold, cap and keep-alive in the tools, the MCP
-// instructions and the recipe is the configuration's default or the protocol's limit, and
-// every wait the recipe puts in an example is one it explains.
+// instructions, the recipe and the skill is the configuration's default or the protocol's
+// limit, and every wait the recipe puts in an example is one it explains. And the guidance
+// links nothing the relay does not serve.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { FIRST_WAIT_MS, MAX_ACK_IDS, MAX_WAIT_MS, MCP_KEEPALIVE_MS } from "@duet/protocol";
 import { loadConfig } from "../../src/config";
 import { heldWaitMs, MCP_INSTRUCTIONS, MCP_TOOLS, type ToolEntry } from "../../src/http/mcp-tools";
@@ -14,6 +17,9 @@ const recipe = renderRecipe({
   maxMinutes: config.roomMaxMs / 60_000,
   mcpMaxWaitMs: config.mcpMaxWaitMs,
 });
+
+/** The skill the relay serves (GET /v1/skill.md). */
+const skill = readFileSync(join(__dirname, "../../../client/SKILL.md"), "utf8");
 
 type Properties = Record<string, { description?: string }>;
 const argumentsOf = (entry: ToolEntry) =>
@@ -66,7 +72,7 @@ describe("the numbers in the guidance", () => {
   });
 
   it("every hold and keep-alive the MCP texts and the recipe state is the configuration's default", () => {
-    const texts = [...mcpTexts, { where: "recipe", text: recipe }];
+    const texts = [...mcpTexts, { where: "recipe", text: recipe }, { where: "skill", text: skill }];
     let holds = 0;
     for (const { where, text } of texts) {
       for (const seconds of numbers(text, /at most (\d+) s\b/g)) {
@@ -96,6 +102,18 @@ describe("the numbers in the guidance", () => {
     const ackIds = numbers(recipe, /ids, at most\s+(\d+)/g);
     expect(ackIds.length).toBeGreaterThan(0);
     for (const ids of ackIds) expect(ids).toBe(MAX_ACK_IDS);
+  });
+
+  it("the skill's waits are the first wait (or none)", () => {
+    const waits = numbers(skill, /--wait (\d+)/g);
+    expect(waits).toContain(FIRST_WAIT_MS);
+    for (const wait of waits) expect([0, FIRST_WAIT_MS]).toContain(wait);
+    expect(skill).toContain(`Start with \`--wait ${FIRST_WAIT_MS}\` (${FIRST_WAIT_MS / 1000} s)`);
+  });
+
+  it("the served guidance points to nothing the relay does not serve (no repository docs/ paths)", () => {
+    for (const { where, text } of [...mcpTexts, { where: "recipe", text: recipe }, { where: "skill", text: skill }])
+      expect({ where, docs: text.match(/\bdocs\/[\w-]+\.md/g) }).toEqual({ where, docs: null });
   });
 
   it("a proxy's 502 and 504 are named in the recipe's error guidance, with what to do", () => {
