@@ -51,8 +51,8 @@ test("the tables have a row per operation (per tool for MCP), in the table's ord
 });
 
 test("a request names every field, optional ones marked", () => {
-  expect(requestShape(ENDPOINTS.send)).toBe("{code, text, idempotency_key?}");
-  expect(requestShape(ENDPOINTS.recv)).toBe("?code=…[&wait=0..25000]");
+  expect(requestShape(ENDPOINTS.send)).toBe("{code, text, idempotency_key?, ack?}");
+  expect(requestShape(ENDPOINTS.recv)).toBe("?code=…[&wait=0..25000][&ack=…]");
   expect(requestShape(ENDPOINTS.stats)).toBe("");
 });
 
