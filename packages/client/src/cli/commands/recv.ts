@@ -22,7 +22,13 @@ export function registerRecv(program: Command, cli: Cli): void {
       "--ack",
       "acknowledge the printed messages now, with a call of its own (default: the next recv or send does)",
     )
-    .action(async (recvOptions: { wait: number; ack?: boolean }, command: Command) => {
+    .addOption(
+      new Option(
+        "--peek",
+        "ack nothing: what earlier recvs printed stays unacked, and what this one prints is not remembered",
+      ).conflicts("ack"),
+    )
+    .action(async (recvOptions: { wait: number; ack?: boolean; peek?: boolean }, command: Command) => {
       const options = cli.globals(command);
       const entry = await cli.roomFor(options);
       const client = cli.clientForRoom(options, entry);
@@ -31,7 +37,7 @@ export function registerRecv(program: Command, cli: Cli): void {
         cli.spinner.start(`waiting up to ${Math.round(recvOptions.wait / 1000)} s for a message`);
       const session = cli.sessionOf(entry);
       // What the last recv printed is handled by now: acked by this recv before it reads.
-      const printedBefore = entry.printed ?? [];
+      const printedBefore = recvOptions.peek ? [] : (entry.printed ?? []);
       const { messages, rejected = [] } = await cli.inRoom(entry, () =>
         client.recv(
           { ...seat, e2e: session },
@@ -40,7 +46,8 @@ export function registerRecv(program: Command, cli: Cli): void {
       );
       cli.spinner.stop();
       if (session) cli.saveReceived(session);
-      cli.notePrinted(entry.code, printedBefore, recvOptions.ack ? [] : messages.map((m) => m.id));
+      if (!recvOptions.peek)
+        cli.notePrinted(entry.code, printedBefore, recvOptions.ack ? [] : messages.map((m) => m.id));
       if (cli.json) cli.print(JSON.stringify({ code: entry.code, messages, ...(session ? { rejected } : {}) }));
       else for (const message of messages) cli.print(formatMessage(message));
       for (const message of messages) cli.noteGap(message);
@@ -54,7 +61,11 @@ export function registerRecv(program: Command, cli: Cli): void {
           ),
         );
       } else if (messages.length > 0) {
-        cli.note("Acked by your next `duet recv` or `duet send` (or now: `duet ack <ids>`).");
+        cli.note(
+          recvOptions.peek
+            ? `Not acked (--peek): \`duet ack ${messages.map((m) => m.id).join(" ")}\` once handled.`
+            : "Acked by your next `duet recv` or `duet send` (or now: `duet ack <ids>`).",
+        );
       } else if (rejected.length === 0) {
         cli.note("No messages.");
       }
