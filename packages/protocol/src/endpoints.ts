@@ -3,7 +3,14 @@
 // calls and the MCP tools are all derived from it. docs/endpoints.md says how to add one.
 import { z } from "zod";
 import type { ErrorCode } from "./errors.js";
-import { MAX_WAIT_MS, MCP_KEEPALIVE_MS, MCP_MAX_WAIT_MS, SELFTEST_TICKS, SELFTEST_TICK_MS } from "./limits.js";
+import {
+  MAX_ACK_IDS,
+  MAX_WAIT_MS,
+  MCP_KEEPALIVE_MS,
+  MCP_MAX_WAIT_MS,
+  SELFTEST_TICKS,
+  SELFTEST_TICK_MS,
+} from "./limits.js";
 import * as S from "./schemas.js";
 
 export type HttpMethod = "GET" | "POST";
@@ -188,7 +195,9 @@ export const ENDPOINTS = {
           .describe(
             `Milliseconds to wait for a message: 0 to ${MAX_WAIT_MS}, default ${MCP_MAX_WAIT_MS}: on MCP the relay holds a recv at most ${MCP_MAX_WAIT_MS} ms (its MCP_MAX_WAIT_MS) whatever you pass.`,
           ),
-        ack: S.AckAlong,
+        ack: S.AckAlong.describe(
+          `Ids of the messages you handled since your last recv and did not ack with send (at most ${MAX_ACK_IDS}). ${S.ACK_ALONG}`,
+        ),
       }),
       readOnly: true,
     },

@@ -133,20 +133,22 @@ export const StatusQuery = z.strictObject({
 });
 // recv and send take the read receipt along (docs/protocol.md, "Acks folded into recv and
 // send"): the very ids POST /v1/ack takes (its schema), acked before the call does the rest.
-const ACK_ALONG =
-  "acked before the call reads or sends: the read receipt of messages you handled, as POST /v1/ack with these ids " +
-  "(ids not pending for you are ignored). Saves the separate ack call.";
+export const ACK_ALONG =
+  "They are acked first, exactly as POST /v1/ack (the ack tool) with these ids would ack them (ids not pending for you " +
+  "are ignored): the peer's read receipt without a call of its own.";
 /** recv's `ack` query parameter: the ids as one comma-separated list, e.g. ack=12,13. */
 const AckQuery = z
   .string()
   .transform((list) => list.split(","))
   .pipe(AckRequest.shape.ids)
   .optional()
-  .describe(`Ids of messages you handled, comma-separated (e.g. 12,13; at most ${MAX_ACK_IDS}): ${ACK_ALONG}`);
+  .describe(
+    `Ids of the messages you handled since your last recv, comma-separated (e.g. 12,13; at most ${MAX_ACK_IDS}). ${ACK_ALONG}`,
+  );
 /** send's and the recv tool's `ack`: the ids as POST /v1/ack's `ids` array. */
 export const AckAlong = AckRequest.shape.ids
   .optional()
-  .describe(`Ids of messages you handled, e.g. the one this text answers (at most ${MAX_ACK_IDS}): ${ACK_ALONG}`);
+  .describe(`Ids of the peer's messages this text answers, or any you handled (at most ${MAX_ACK_IDS}). ${ACK_ALONG}`);
 export const RecvQuery = z.strictObject({
   code: RoomCode,
   wait: WaitQuery.describe(`Milliseconds to wait for a message: 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}.`),

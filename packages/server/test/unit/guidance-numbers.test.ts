@@ -66,6 +66,13 @@ describe("the numbers in the guidance", () => {
         }
       }
     }
+    // The ids an ack may list, wherever an argument takes them.
+    for (const entry of MCP_TOOLS)
+      for (const arg of argumentsOf(entry).filter((a) => a.name === "ack"))
+        expect({ argument: `${entry.id}.ack`, most: numbers(arg.description, /at most (\d+)/g) }).toEqual({
+          argument: `${entry.id}.ack`,
+          most: [MAX_ACK_IDS],
+        });
     // The recv tool's wait says its default: the relay's MCP hold, not REST's MAX_WAIT_MS.
     expect(stated).toContain("recv.wait");
     expect(heldWaitMs({ id: "recv" }, undefined, config.mcpMaxWaitMs)).toBe(config.mcpMaxWaitMs);
