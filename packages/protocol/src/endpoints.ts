@@ -199,7 +199,9 @@ export const ENDPOINTS = {
           `Ids of the messages you handled since your last recv and did not ack with send (at most ${MAX_ACK_IDS}). ${S.ACK_ALONG}`,
         ),
       }),
-      readOnly: true,
+      // Not read-only: its ack deletes what it names. Repeating it changes nothing more.
+      readOnly: false,
+      idempotent: true,
     },
   }),
   ack: endpoint({
