@@ -4,10 +4,12 @@
 // Expired keys are dropped when touched and by sweep(). It also counts the bytes it holds, for
 // the in-process store's budget (MEMORY_STORE_MAX_BYTES).
 
+import { formatDouble, strtod } from "./c-numbers.js";
+
 /** A command's answer as Redis gives it: integer, bulk string, nil, or an array of them. */
 export type Reply = number | string | null | Reply[];
 
-type Value =
+export type Value =
   | { type: "string"; value: string }
   | { type: "hash"; value: Map<string, string> }
   | { type: "list"; value: string[] }
@@ -40,24 +42,43 @@ const bytesOf = (text: string): number => Buffer.byteLength(text, "utf8");
 export class CommandError extends Error {}
 
 const wrongType = () => new CommandError("WRONGTYPE Operation against a key holding the wrong kind of value");
-const wrongArgs = (name: string) => new CommandError(`ERR wrong number of arguments for '${name}' command`);
+const invalidExpire = (name: string) => new CommandError(`ERR invalid expire time in '${name}' command`);
+const wrongArgs = (name: string) =>
+  new CommandError(`ERR wrong number of arguments for '${name.toLowerCase()}' command`);
 
-function integer(text: string): number {
-  if (!/^-?\d+$/.test(text)) throw new CommandError("ERR value is not an integer or out of range");
-  return Number(text);
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** A 64-bit integer as Redis reads one (string2ll): no sign but '-', no leading zero, no space. */
+function bigInteger(text: string, refusal = "ERR value is not an integer or out of range"): bigint {
+  if (!/^(0|-?[1-9]\d*)$/.test(text)) throw new CommandError(refusal);
+  const value = BigInt(text);
+  if (value < INT64_MIN || value > INT64_MAX) throw new CommandError(refusal);
+  return value;
 }
 
-/** A sorted-set bound: "-inf", "+inf", "(n" (exclusive) or n. */
+function integer(text: string): number {
+  return Number(bigInteger(text));
+}
+
+/** A score as ZADD reads it (string2d): all of the text a number, no leading space, no NaN, no overflow. */
+function score(text: string): number {
+  const { value, whole, range } = strtod(text);
+  if (text === "" || /^[ \t\n\v\f\r]/.test(text) || !whole || range || Number.isNaN(value))
+    throw new CommandError("ERR value is not a valid float");
+  return value;
+}
+
+/** A sorted-set bound as Redis reads one (zslParseRange): "(" for exclusive, then strtod on the rest. */
 function bound(text: string): { value: number; exclusive: boolean } {
   const exclusive = text.startsWith("(");
-  const body = exclusive ? text.slice(1) : text;
-  const value = body === "-inf" ? -Infinity : body === "+inf" || body === "inf" ? Infinity : Number(body);
-  if (Number.isNaN(value) || body === "") throw new CommandError("ERR min or max is not a float");
+  const { value, whole } = strtod(exclusive ? text.slice(1) : text);
+  if (!whole || Number.isNaN(value)) throw new CommandError("ERR min or max is not a float");
   return { value, exclusive };
 }
 
-/** A score as Redis writes it in a reply (integers without a fraction or exponent). */
-const scoreText = (score: number): string => (Number.isInteger(score) ? score.toFixed(0) : String(score));
+/** A score as Redis writes it in a reply. */
+const scoreText = formatDouble;
 
 const sortedMembers = (set: Map<string, number>): [string, number][] =>
   [...set].sort(([ma, sa], [mb, sb]) => sa - sb || (ma < mb ? -1 : ma > mb ? 1 : 0));
@@ -74,8 +95,16 @@ export class MiniRedis {
     private readonly publish: (channel: string, message: string) => void,
   ) {}
 
-  private nowMs(): number {
+  nowMs(): number {
     return Math.floor(this.clock());
+  }
+
+  /** Every live key: its type, value and expiry (ms since the epoch), for a test to compare with Redis's keyspace. */
+  *dump(): Generator<[key: string, data: Value, expiresAt: number | undefined]> {
+    for (const key of [...this.keys.keys()]) {
+      const entry = this.live(key);
+      if (entry) yield [key, entry.data, entry.expiresAt];
+    }
   }
 
   /** Drops every expired key (expired keys are also dropped when a command touches them). */
@@ -234,11 +263,14 @@ export class MiniRedis {
     this.dropIfEmpty(key, entry);
     return removed;
   }
-  hincrby(key: string, field: string, by: number): number {
+  /** In 64-bit integers, exactly, as Redis adds them (past 2^53 too). */
+  hincrby(key: string, field: string, by: bigint): number {
     const old = this.read(key, "hash")?.get(field);
-    const next = (old === undefined ? 0 : integer(old)) + by;
+    const start = old === undefined ? 0n : bigInteger(old, "ERR hash value is not an integer");
+    const next = start + by;
+    if (next < INT64_MIN || next > INT64_MAX) throw new CommandError("ERR increment or decrement would overflow");
     this.hset(key, [field, String(next)]);
-    return next;
+    return Number(next);
   }
 
   rpush(key: string, values: string[]): number {
@@ -278,10 +310,12 @@ export class MiniRedis {
 
   zadd(key: string, pairs: string[]): number {
     if (pairs.length === 0 || pairs.length % 2 !== 0) throw new CommandError("ERR syntax error");
+    // Every score is read before the key is touched: a refused ZADD changes nothing.
+    const scores = pairs.filter((_, i) => i % 2 === 0).map(score);
     const entry = this.write(key, "zset");
     let added = 0;
     for (let i = 0; i < pairs.length; i += 2) {
-      const score = bound(pairs[i]!).value;
+      const score = scores[i / 2]! + 0; // -0 is stored as 0, as Redis stores it
       const member = pairs[i + 1]!;
       if (!entry.data.value.has(member)) {
         added++;
@@ -320,10 +354,11 @@ export class MiniRedis {
     for (const score of this.read(key, "zset")?.values() ?? []) if (within(score)) count++;
     return count;
   }
+  // The range is read before the key, as Redis does: a bad bound is refused on a missing key too.
   zremrangebyscore(key: string, min: string, max: string): number {
+    const within = this.inRange(min, max);
     const set = this.read(key, "zset");
     if (!set) return 0;
-    const within = this.inRange(min, max);
     return this.zrem(
       key,
       [...set].filter(([, score]) => within(score)).map(([member]) => member),
@@ -347,7 +382,14 @@ export class MiniRedis {
 const COMMANDS: Record<string, { arity: number; run: (redis: MiniRedis, a: string[]) => Reply }> = {
   DEL: { arity: 1, run: (r, a) => r.del(a) },
   EXISTS: { arity: 1, run: (r, a) => r.exists(a) },
-  PEXPIRE: { arity: 2, run: (r, a) => r.pexpire(a[0]!, integer(a[1]!)) },
+  PEXPIRE: {
+    arity: 2,
+    run: (r, a) => {
+      const ms = bigInteger(a[1]!);
+      if (ms > INT64_MAX - BigInt(r.nowMs())) throw invalidExpire("pexpire");
+      return r.pexpire(a[0]!, Number(ms));
+    },
+  },
   PEXPIREAT: { arity: 2, run: (r, a) => r.pexpireat(a[0]!, integer(a[1]!)) },
   PTTL: { arity: 1, run: (r, a) => r.pttl(a[0]!) },
   PEXPIRETIME: { arity: 1, run: (r, a) => r.pexpiretime(a[0]!) },
@@ -357,7 +399,11 @@ const COMMANDS: Record<string, { arity: number; run: (redis: MiniRedis, a: strin
     arity: 2,
     run: (r, a) => {
       if (a.length === 2) return r.set(a[0]!, a[1]!);
-      if (a.length === 4 && a[2]!.toUpperCase() === "PX") return r.set(a[0]!, a[1]!, integer(a[3]!));
+      if (a.length === 4 && a[2]!.toUpperCase() === "PX") {
+        const px = bigInteger(a[3]!);
+        if (px <= 0n || px > INT64_MAX - BigInt(r.nowMs())) throw invalidExpire("set");
+        return r.set(a[0]!, a[1]!, Number(px));
+      }
       throw new CommandError("ERR syntax error");
     },
   },
@@ -368,7 +414,7 @@ const COMMANDS: Record<string, { arity: number; run: (redis: MiniRedis, a: strin
   HEXISTS: { arity: 2, run: (r, a) => r.hexists(a[0]!, a[1]!) },
   HSTRLEN: { arity: 2, run: (r, a) => r.hstrlen(a[0]!, a[1]!) },
   HDEL: { arity: 2, run: (r, a) => r.hdel(a[0]!, a.slice(1)) },
-  HINCRBY: { arity: 3, run: (r, a) => r.hincrby(a[0]!, a[1]!, integer(a[2]!)) },
+  HINCRBY: { arity: 3, run: (r, a) => r.hincrby(a[0]!, a[1]!, bigInteger(a[2]!)) },
   RPUSH: { arity: 2, run: (r, a) => r.rpush(a[0]!, a.slice(1)) },
   LLEN: { arity: 1, run: (r, a) => r.llen(a[0]!) },
   LRANGE: { arity: 3, run: (r, a) => r.lrange(a[0]!, integer(a[1]!), integer(a[2]!)) },
