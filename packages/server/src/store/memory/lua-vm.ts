@@ -4,37 +4,73 @@
 // one JS call: atomic, as on Redis, because nothing else runs meanwhile.
 //
 // What makes 5.3 behave as Redis's Lua 5.1 for these scripts: numbers are doubles (fengari's
-// integers are 32-bit, and 5.1 has only doubles), so tonumber and every reply's integer
-// give floats; `unpack` is table.unpack; a script's answer converts as Redis converts it
+// integers are 32-bit, and 5.1 has only doubles): lua51.ts patches how fengari reads, writes
+// and takes the modulo of numbers, the prelude below makes the library's integers doubles,
+// and every reply's integer is a double; `unpack` is table.unpack; a script's answer converts as Redis converts it
 // (a number to an integer, truncated; a table to an array up to its first nil; false to
 // nil, true to 1; {err=...} to an error), and so do its calls' arguments and replies.
-import { lauxlib, lua, lualib, to_luastring } from "fengari";
 import { loadLua, SCRIPTS, type ScriptName } from "../redis/scripts.js";
+import { formatDouble } from "./c-numbers.js";
+import { lauxlib, lua, lualib, to_luastring } from "./lua51.js";
 import { CommandError, type MiniRedis, type Reply } from "./mini-redis.js";
 
 type LuaState = ReturnType<typeof lauxlib.luaL_newstate>;
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+// ignoreBOM: a Lua string's bytes cross whole. The default decoder drops a leading U+FEFF
+// (the BOM), so a text starting with one lost it on the in-process store alone.
+const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 const luaString = (text: string): Uint8Array => encoder.encode(text);
 const jsString = (bytes: Uint8Array): string => decoder.decode(bytes);
 
 /** A script failed (a bug in it, or a command it called refused): a 500, as on Redis. */
 export class ScriptError extends Error {}
 
-// Run once in the fresh state, before any script.
+// Run once in the fresh state, before any script: numbers made doubles where a 5.3 library
+// gives integers, tostring as 5.1 writes a number (lua51.ts patches concatenation, which this
+// uses), unpack as 5.1 names it.
 const PRELUDE = `
-local raw_tonumber = tonumber
+local raw_tonumber, raw_tostring, raw_floor, raw_ceil = tonumber, tostring, math.floor, math.ceil
 tonumber = function(...)
   local n = raw_tonumber(...)
-  if n then return n + 0.0 end
+  if n then return n * 1.0 end
   return n
+end
+tostring = function(v)
+  if type(v) == 'number' then return v .. '' end
+  return raw_tostring(v)
+end
+-- 5.3 gives an integer 0 for -0 (floor) and for (-1, 0) (ceil), where C gives -0.
+math.floor = function(x)
+  local f = raw_floor(x)
+  if f == 0 and x == 0 then return x * 1.0 end
+  return f + 0.0
+end
+math.ceil = function(x)
+  local c = raw_ceil(x)
+  if c == 0 then
+    if x == 0 then return x * 1.0 end
+    return -0.0
+  end
+  return c + 0.0
 end
 unpack = table.unpack
 `;
 
-/** A Lua number as Redis passes it to a command: integers (below 1e21) in plain digits. */
-const numberArg = (n: number): string => String(n);
+/**
+ * A Lua number as Redis passes it to a command: "%.17g" (Redis 7.0), so integers in plain
+ * digits below 1e17 only (1e17 is "1e+17", which an integer argument refuses).
+ */
+const numberArg = (n: number): string => formatDouble(n);
+
+/**
+ * A Lua number as Redis replies with it: C's (long long) cast, truncated toward zero (never
+ * -0); NaN and what is past 2^63 come out as x86's "integer indefinite", -2^63.
+ */
+const integerReply = (n: number): number => {
+  const whole = Math.trunc(n);
+  return Math.abs(whole) < 2 ** 63 ? whole + 0 : -(2 ** 63);
+};
 
 export class LuaVm {
   private readonly L: LuaState;
@@ -104,11 +140,26 @@ export class LuaVm {
     this.setTable("KEYS", strings.slice(0, numberOfKeys));
     this.setTable("ARGV", strings.slice(numberOfKeys));
     lua.lua_rawgeti(L, lua.LUA_REGISTRYINDEX, this.compiled(name));
-    this.protectedCall(0, 1, SCRIPTS[name].file);
+    return this.callChunk(SCRIPTS[name].file);
+  }
+
+  /**
+   * Runs Lua given as text, compiled for this call, with no keys and these arguments: a
+   * test's probe of the engine (the differential test runs the same text on Redis).
+   */
+  runSource(source: string, args: readonly string[]): Reply {
+    this.setTable("KEYS", []);
+    this.setTable("ARGV", [...args]);
+    this.load("probe", source);
+    return this.callChunk("probe");
+  }
+
+  private callChunk(name: string): Reply {
+    this.protectedCall(0, 1, name);
     try {
       return this.reply(-1);
     } finally {
-      lua.lua_settop(L, 0);
+      lua.lua_settop(this.L, 0);
     }
   }
 
@@ -136,7 +187,7 @@ export class LuaVm {
   private reply(index: number): Reply {
     const L = this.L;
     const type = lua.lua_type(L, index);
-    if (type === lua.LUA_TNUMBER) return Math.trunc(lua.lua_tonumber(L, index));
+    if (type === lua.LUA_TNUMBER) return integerReply(lua.lua_tonumber(L, index));
     if (type === lua.LUA_TSTRING) return jsString(lua.lua_tolstring(L, index));
     if (type === lua.LUA_TBOOLEAN) return lua.lua_toboolean(L, index) ? 1 : null;
     if (type !== lua.LUA_TTABLE) return null;

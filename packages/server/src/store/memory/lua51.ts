@@ -1,0 +1,70 @@
+// fengari (Lua 5.3 in JS) made to compute as Redis's Lua 5.1, whose numbers are all doubles:
+// lua-vm.ts takes fengari from here, so the patch is in place before any fengari module that
+// copies what it patches is loaded. What it changes:
+// - reading a number (a literal in the source, tonumber, "10" + 1) is 5.1's luaO_str2d, C's
+//   strtod to a double, where fengari makes 32-bit integers of what fits and wraps them
+//   (2147483647 + 1 is -2147483648, 1700000000 * 1000 is -807049216) and refuses "inf";
+// - writing one (concatenation, tostring, lua_tolstring) is 5.1's "%.14g", where 5.3 writes
+//   10/2 as "5.0" and fengari 1e15 as "1000000000000000";
+// - a % b is 5.1's a - floor(a/b)*b (5.3's fmod gives a % inf = a; 5.1 gives nan);
+// - string.format('%.<n>f') rounds as C does (the scripts write whole numbers with '%.0f').
+// What stays 5.3: `#`, string.len and string.find give integers (below 2^31: a sum of two
+// never wraps on texts of MiB); math.floor and math.ceil give integers when they fit (the
+// prelude of lua-vm.ts makes them doubles); string.format's other conversions are
+// sprintf-js's (%d wants an integral number below 2^31); `^` is JS's Math.pow. A lint in
+// test/unit/lua-scripts.test.ts keeps the scripts to '%.0f'. The differential test
+// (test/store/differential.property.test.ts) runs every script, and arithmetic at these
+// edges, on both engines.
+import type * as Fengari from "fengari";
+import { formatFixed, formatG, strtod } from "./c-numbers.js";
+
+/** A Lua value cell of fengari's (lobject.js TValue): the part used here. */
+interface TValue {
+  value: unknown;
+  setfltvalue(value: number): void;
+  setsvalue(value: unknown): void;
+}
+
+// fengari's modules are CommonJS objects, patched in place (a namespace import is a copy).
+// llimits first: lvm.js and lobject.js copy luai_nummod when they load.
+const llimits = require("fengari/src/llimits.js") as Record<string, unknown>;
+llimits.luai_nummod = (_L: unknown, a: number, b: number): number => a - Math.floor(a / b) * b;
+
+// string.format's %.<n>f as C writes it (sprintf-js, which lstrlib.js copies when it loads,
+// writes JS's toFixed: 0.5 as "1" where C writes "0").
+const sprintfJs = require(require.resolve("sprintf-js", { paths: [require.resolve("fengari")] })) as {
+  sprintf(format: string, ...args: unknown[]): string;
+};
+const jsSprintf = sprintfJs.sprintf;
+sprintfJs.sprintf = (format: string, ...args: unknown[]): string => {
+  const fixed = /^%\.(\d+)f$/.exec(format);
+  if (fixed && typeof args[0] === "number") return formatFixed(args[0], Number(fixed[1]));
+  return jsSprintf(format, ...args);
+};
+
+const fengari = require("fengari") as typeof Fengari;
+// lvm.js, lapi.js and llex.js call these two through the module object: they see the patch.
+const lobject = require("fengari/src/lobject.js") as Record<string, unknown>;
+const { luaS_bless } = require("fengari/src/lstring.js") as {
+  luaS_bless(L: unknown, bytes: Uint8Array): unknown;
+};
+
+const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+
+/** 5.1's luaO_str2d: strtod on the text up to its first NUL, then only spaces; always a double. */
+lobject.luaO_str2num = (bytes: Uint8Array, out: TValue): number => {
+  const nul = bytes.indexOf(0);
+  const text = decoder.decode(nul === -1 ? bytes : bytes.subarray(0, nul));
+  const { value, consumed } = strtod(text);
+  if (consumed === 0 || !/^[ \t\n\v\f\r]*$/.test(text.slice(consumed))) return 0;
+  out.setfltvalue(value);
+  // fengari's callers take a conversion as whole when this is the length plus one.
+  return bytes.length + 1;
+};
+
+/** 5.1's luaO_tostring for a number: "%.14g", integers and doubles alike. */
+lobject.luaO_tostring = (L: unknown, obj: TValue): void => {
+  obj.setsvalue(luaS_bless(L, fengari.to_luastring(formatG(obj.value as number, 14))));
+};
+
+export const { lauxlib, lua, lualib, to_luastring } = fengari;
