@@ -137,3 +137,30 @@ describe("the room scripts on the Lua VM", () => {
     expect(sharedLuaVm()).toBe(vm);
   });
 });
+
+// Each expected value is what redis-server 7.0's Lua 5.1 answers (redis-cli EVAL); the
+// differential test (test/store) compares the two engines on generated expressions.
+describe("the Lua VM computes as Redis's Lua 5.1 (doubles), not as fengari's 5.3 (32-bit integers)", () => {
+  const vm = new LuaVm();
+  it.each([
+    ["tostring(2147483647 + 1)", "2147483648"],
+    ["tostring(1700000000 * 1000)", "1700000000000"],
+    ["tostring(10 / 2)", "5"],
+    ["'x' .. 2^53", "x9.007199254741e+15"],
+    ["tostring(tonumber('inf'))", "inf"],
+    ["tostring(tonumber(' 0x10 '))", "16"],
+    ["tostring((2147483647 % (1 / 0)) ~= (2147483647 % (1 / 0)))", "true"],
+    ["tostring(math.floor(tonumber('-0')))", "-0"],
+    ["tostring(math.ceil(-0.5))", "-0"],
+    ["string.format('%.0f', 0.5)", "0"],
+    ["string.format('%.0f', 1764000000000123)", "1764000000000123"],
+  ])("%s is %s", (expression, expected) => {
+    expect(vm.runSource(`return ${expression}`, [])).toBe(expected);
+  });
+
+  it("answers a number as Redis does: truncated, never -0", () => {
+    expect(vm.runSource("return -0.5", [])).toBe(0);
+    expect(Object.is(vm.runSource("return -0.5", []), -0)).toBe(false);
+    expect(vm.runSource("return 2^53 + 2", [])).toBe(2 ** 53 + 2);
+  });
+});
