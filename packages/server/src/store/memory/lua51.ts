@@ -11,7 +11,9 @@
 // What stays 5.3: `#`, string.len and string.find give integers (below 2^31: a sum of two
 // never wraps on texts of MiB); math.floor and math.ceil give integers when they fit (the
 // prelude of lua-vm.ts makes them doubles); string.format's other conversions are
-// sprintf-js's (%d wants an integral number below 2^31); `^` is JS's Math.pow. A lint in
+// sprintf-js's (%d wants an integral number below 2^31); `^` is JS's Math.pow; a NaN is
+// written "nan" (C writes x86's NaN "-nan"); a -0 literal stays -0 (5.1 makes it 0 when the
+// function also has a 0 constant). A lint in
 // test/unit/lua-scripts.test.ts keeps the scripts to '%.0f'. The differential test
 // (test/store/differential.property.test.ts) runs every script, and arithmetic at these
 // edges, on both engines.
