@@ -290,18 +290,27 @@ export class MiniRedis {
     const to = stop < 0 ? list.length + stop : Math.min(stop, list.length - 1);
     return from > to ? [] : list.slice(from, to + 1);
   }
-  /** LREM with a count >= 0: the first `count` items equal to value, from the head (0: all). */
+  /** LREM: the first `count` items equal to value from the head, from the tail when negative (0: all). */
   lrem(key: string, count: number, value: string): number {
     const list = this.read(key, "list");
     const entry = this.keys.get(key);
     if (!list || !entry) return 0;
-    if (count < 0) throw new CommandError("ERR LREM with a negative count is not supported here");
+    const limit = count === 0 ? Number.POSITIVE_INFINITY : Math.abs(count);
     let removed = 0;
-    for (let i = 0; i < list.length && (count === 0 || removed < count); ) {
-      if (list[i] === value) {
-        list.splice(i, 1);
-        removed++;
-      } else i++;
+    if (count >= 0) {
+      for (let i = 0; i < list.length && removed < limit; ) {
+        if (list[i] === value) {
+          list.splice(i, 1);
+          removed++;
+        } else i++;
+      }
+    } else {
+      for (let i = list.length - 1; i >= 0 && removed < limit; i--) {
+        if (list[i] === value) {
+          list.splice(i, 1);
+          removed++;
+        }
+      }
     }
     this.grow(entry, -removed * (ITEM_OVERHEAD + bytesOf(value)));
     this.dropIfEmpty(key, entry);
