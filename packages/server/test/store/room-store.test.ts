@@ -147,6 +147,16 @@ describe.each(KINDS)("RoomStore on %s", (kind) => {
     expect(Number(later)).toBeGreaterThan(Number(ids[2]));
   });
 
+  it("a text comes back as sent: a leading U+FEFF, NULs, 4-byte and non-characters", async () => {
+    const room = await pairedRoom();
+    const texts = ["\ufeffbom first", "\ufeff", "\u0000nul\u0000", "😀\u{10ffff}\ufffe"];
+    const ids: string[] = [];
+    for (const text of texts) ids.push((await send(room.a, text)).id);
+    expect((await store.readInbox(room.b, true)).messages).toEqual(
+      texts.map((text, i) => ({ id: ids[i], from: "a", text })),
+    );
+  });
+
   it("idempotency: the same key and text give the first id back (even after its ack); another text conflicts; keys are per seat", async () => {
     const room = await pairedRoom();
     const first = await send(room.a, "hello", "k1");
