@@ -15,7 +15,7 @@
 // never so close to now that a key could expire between the two sides.
 //
 // DUET_DIFFERENTIAL_RUNS (or DUET_SOAK=1) runs more sequences; a failure prints fast-check's
-// seed and the shrunk sequence (fc.assert's report).
+// seed, path and the shrunk sequence, and DUET_DIFFERENTIAL_SEED (with _PATH) replays it.
 import { type SpawnedRedis, spawnRedis } from "@duet/testkit";
 import fc from "fast-check";
 import { Redis } from "ioredis";
@@ -26,6 +26,10 @@ import { loadLua, SCRIPTS, type ScriptName } from "../../src/store/redis/scripts
 
 const RUNS = Number(process.env.DUET_DIFFERENTIAL_RUNS ?? (process.env.DUET_SOAK === "1" ? 2000 : 120));
 const EXPIRY_SLACK_MS = 5_000;
+/** A failure's seed and path, to replay it. */
+const REPLAY = process.env.DUET_DIFFERENTIAL_SEED
+  ? { seed: Number(process.env.DUET_DIFFERENTIAL_SEED), path: process.env.DUET_DIFFERENTIAL_PATH }
+  : {};
 
 // ---- what the steps act on: two rooms of one tag, their tally, an address's rooms, a window's budgets.
 const keys = new RedisKeys("");
@@ -514,7 +518,7 @@ jest.setTimeout(600_000);
 it(`the in-process engine answers and stores as Redis does (${RUNS} sequences)`, async () => {
   await fc.assert(
     fc.asyncProperty(fc.array(stepArb, { minLength: 1, maxLength: 25 }), (steps) => runSequence(steps)),
-    { numRuns: RUNS },
+    { numRuns: RUNS, ...REPLAY },
   );
 });
 
@@ -604,7 +608,7 @@ it(`Lua numbers come out the same on fengari as on Redis's Lua 5.1 (${PROBE_RUNS
       }
       expect(memory).toEqual(real);
     }),
-    { numRuns: PROBE_RUNS },
+    { numRuns: PROBE_RUNS, ...REPLAY },
   );
   await redis.script("FLUSH");
 });
