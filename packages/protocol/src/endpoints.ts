@@ -10,6 +10,7 @@ import {
   MCP_MAX_WAIT_MS,
   SELFTEST_TICKS,
   SELFTEST_TICK_MS,
+  WAITERS_PER_SEAT,
 } from "./limits.js";
 import * as S from "./schemas.js";
 
@@ -80,9 +81,15 @@ export interface EndpointSpec {
 }
 
 /** What the waiting tools say about holds behind proxies (docs/mcp.md, "Behind a proxy"). */
+/** What the relay does with more waiting calls than a seat or an address may hold (REST and MCP alike). */
+const WAITING_NOTE =
+  `Make one waiting call at a time per seat: the relay holds ${WAITERS_PER_SEAT} waiting recvs and statuses of a seat by default, and one more answers the oldest at once as if its wait ran out (an empty list: nothing is lost). ` +
+  "An address that holds too many waiting calls gets too_many_waiters: let one end, then retry after Retry-After.";
+
 const HELD_TOOL_NOTE =
   ` On MCP the relay holds the answer at most ${MCP_MAX_WAIT_MS / 1000} s (its MCP_MAX_WAIT_MS, ${MCP_MAX_WAIT_MS} ms by default) whatever wait you pass, sending keep-alive bytes every ${MCP_KEEPALIVE_MS / 1000} s. ` +
-  "If these calls fail or time out instead of answering, a proxy between you and the relay cuts held answers: run selftest and pass the recv_wait_ms it advises as wait.";
+  "If these calls fail or time out instead of answering, a proxy between you and the relay cuts held answers: run selftest and pass the recv_wait_ms it advises as wait. " +
+  WAITING_NOTE;
 
 const endpoint = <const E extends EndpointSpec>(spec: E) => spec;
 
@@ -167,7 +174,8 @@ export const ENDPOINTS = {
     description:
       "Does not consume: messages stay until acked. With ack=<ids> (comma-separated) those messages are acked first, exactly as " +
       "POST /v1/ack would, then the call reads and waits: the usual loop is recv(ack=the ids you just handled). " +
-      "Returns {messages: []} when the wait runs out.",
+      "Returns {messages: []} when the wait runs out, " +
+      `or at once when it is the oldest of more than ${WAITERS_PER_SEAT} waiting recvs and statuses of its seat on the node (MAX_WAITERS_PER_SEAT).`,
     auth: "bearer",
     room: true,
     activity: true,
@@ -175,7 +183,7 @@ export const ENDPOINTS = {
     input: { in: "query", schema: S.RecvQuery, required: true },
     response: S.RecvResponse,
     responseDescription: "Pending messages for you, oldest first.",
-    errors: AUTHED,
+    errors: [...AUTHED, "too_many_waiters"],
     tool: {
       title: "Receive pending messages",
       description:
@@ -244,7 +252,7 @@ export const ENDPOINTS = {
     input: { in: "query", schema: S.StatusQuery, required: true },
     response: S.StatusResponse,
     responseDescription: "Members, lifetime, peer, pending counts and the ids of your messages not read yet.",
-    errors: AUTHED,
+    errors: [...AUTHED, "too_many_waiters"],
     tool: {
       title: "Room status",
       description:
@@ -327,14 +335,15 @@ export const ENDPOINTS = {
     streams: true,
     responseDescription:
       "mode=longpoll: held for the wait, then answered. (mode=stream: text/event-stream or application/x-ndjson.)",
-    errors: ["bad_request", "rate_limited", "internal"],
+    errors: ["bad_request", "rate_limited", "too_many_waiters", "unavailable", "internal"],
     tool: {
       title: "Test the path to the relay",
       description:
         "Measures what the path between you and the relay (proxies, gateways) does to an answer held with nothing on the wire: the call is held for wait ms " +
-        `(default ${MAX_WAIT_MS}) and answers outcome delivered, or the path cuts it and this call fails (a transport error, an HTTP 502/503/504, or a timeout). ` +
+        `(at most what the relay holds a waiting recv on MCP, ${MCP_MAX_WAIT_MS} by default) and answers outcome delivered, or the path cuts it and this call fails (a transport error, an HTTP 502/503/504, or a timeout). ` +
         "Either way, call selftest again with the same probe: the relay noted how the probe ended and answers at once with outcome cut, when (after_ms), " +
-        "and advice.recv_wait_ms, the wait to pass to recv and status from here. Run it when waiting calls fail or time out. No token, no room.",
+        "and advice.recv_wait_ms, the wait to pass to recv and status from here. Run it when waiting calls fail or time out. No token, no room. " +
+        "A held probe is a waiting call of your address (too_many_waiters past its bound), and the relay keeps the notes of a few probe names per address: use one name per test.",
       input: S.SelftestToolInput,
       output: S.SelftestToolResponse,
       readOnly: true,

@@ -67,6 +67,12 @@ export const ERRORS = {
     message: "This address already holds as many open rooms as it may.",
     remedy: "Close rooms you no longer use, or open again after Retry-After seconds, when the oldest has ended.",
   },
+  too_many_waiters: {
+    status: 429,
+    message: "This address already holds as many waiting calls on this relay node as it may.",
+    remedy:
+      "Let one of your waiting recvs, statuses or streams end (or cancel it) before you start another; one waiting call per seat is enough. Retry after Retry-After seconds.",
+  },
   insufficient_storage: {
     status: 507,
     message: "The relay holds all the rooms and text it can right now.",

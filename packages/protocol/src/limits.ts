@@ -39,6 +39,10 @@ export const MCP_MAX_WAIT_MS = 10_000;
  * path holds a longer answer (GET /v1/selftest?wait=25000 answers 200, not an error).
  */
 export const FIRST_WAIT_MS = 8_000;
+ * Waiting recvs and statuses one seat holds on one relay node by default (the relay's
+ * MAX_WAITERS_PER_SEAT): one more answers the seat's oldest at once, as if its wait ran out.
+ */
+export const WAITERS_PER_SEAT = 4;
 /** How often a held MCP answer sends bytes (an SSE comment) so a proxy never sees it idle. */
 export const MCP_KEEPALIVE_MS = 4_000;
 /** idempotency_key: 1 to 128 visible ASCII characters. */

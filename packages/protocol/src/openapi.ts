@@ -130,6 +130,7 @@ export function buildOpenApiDocument(serverUrl?: string) {
           "bad_request",
           "forbidden",
           "rate_limited",
+          "too_many_waiters",
           "unavailable",
           "internal",
           "unauthorized",

@@ -2,7 +2,14 @@
 // is typed by them, and the OpenAPI document is generated from them.
 import { z } from "zod";
 import { ERROR_CODES } from "./errors.js";
-import { MAX_ACK_IDS, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_WAIT_MS, SELFTEST_TICKS, SELFTEST_TICK_MS } from "./limits.js";
+import {
+  MAX_ACK_IDS,
+  MAX_IDEMPOTENCY_KEY_LENGTH,
+  MAX_WAIT_MS,
+  MCP_MAX_WAIT_MS,
+  SELFTEST_TICKS,
+  SELFTEST_TICK_MS,
+} from "./limits.js";
 import { normalizeRoomCode } from "./room-code.js";
 
 export const Seat = z.enum(["a", "b"]).describe('"a" is the opener\'s seat, "b" the joiner\'s.');
@@ -191,7 +198,9 @@ export const SelftestToolInput = z.strictObject({
     .min(0)
     .max(MAX_WAIT_MS)
     .optional()
-    .describe(`Milliseconds to hold the probe with nothing on the wire: 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}.`),
+    .describe(
+      `Milliseconds to hold the probe with nothing on the wire: 0 to ${MAX_WAIT_MS}, default ${MAX_WAIT_MS}; the relay holds it at most as long as it holds a waiting recv on MCP (${MCP_MAX_WAIT_MS} by default).`,
+    ),
 });
 export const SelftestToolResponse = z.object({
   probe: z.string(),

@@ -7,7 +7,13 @@ import type { Config } from "./config.js";
 import { ApiError, apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { RelayMetrics } from "./metrics.js";
-import { WaiterAdmission, automaticWaiterCap, cgroupMemoryLimit, openFileLimit } from "./realtime/admission.js";
+import {
+  WaiterAdmission,
+  automaticWaiterCap,
+  cgroupMemoryLimit,
+  openFileLimit,
+  perClientBound,
+} from "./realtime/admission.js";
 import { OpenStreams } from "./realtime/streams.js";
 import { WaitingRecvs } from "./realtime/long-polls.js";
 import { TimerWheel } from "./realtime/timer-wheel.js";
@@ -27,7 +33,7 @@ import { MCP_PATH, mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
 import { ROOM_ENDPOINTS, labelRoomPath, roomRoutes } from "./http/room-routes.js";
 import { securityHeaders } from "./http/security-headers.js";
-import { selftestStream } from "./http/selftest.js";
+import { HeldSelftests, selftestStream } from "./http/selftest.js";
 import { slowReaders, type SlowReaders } from "./http/slow-readers.js";
 import { STATS_PAGE_REFRESH_SECONDS, STATS_PATH, renderStatsHtml, wantsStatsPage } from "./http/stats-page.js";
 import { streamRoute } from "./http/stream-route.js";
@@ -79,21 +85,22 @@ export function createApp(deps: AppDeps): DuetApp {
   const app = express() as DuetApp;
   // Every waiting call's timer of this app, in shared slots.
   const timers = new TimerWheel();
-  // The most waiters this node holds (realtime/admission.ts): both kinds count.
-  const admission = new WaiterAdmission(
-    resolveWaiterCap(config.maxWaiters, logger),
-    () => waitingRecvs.size + streams.size,
-  );
+  // The most waiters this node holds, in all and per client address (realtime/admission.ts):
+  // every kind counts (recvs, statuses, streams, held self-tests).
+  const maxWaiters = resolveWaiterCap(config.maxWaiters, logger);
+  const admission = new WaiterAdmission(maxWaiters, perClientBound(config.maxWaitersPerClient, maxWaiters));
   app.locals.admission = admission;
-  const waitingRecvs = new WaitingRecvs(store, timers, admission);
+  const waitingRecvs = new WaitingRecvs(store, timers, admission, config.maxWaitersPerSeat);
   app.locals.waitingRecvs = waitingRecvs;
   app.locals.timers = timers;
   const streams = new OpenStreams(store, config.wakeRecheckMs, timers, undefined, admission);
   app.locals.streams = streams;
+  const selftests = new HeldSelftests(admission);
   const cachedTally = new CachedTally(store, config.statsCacheMs);
   const metrics = new RelayMetrics({
     waitingRecvs: () => waitingRecvs.size,
     openStreams: () => streams.size,
+    selftests: () => selftests.size,
     admission,
     tally: () => cachedTally.read(),
     processMetrics: deps.processMetrics,
@@ -135,6 +142,7 @@ export function createApp(deps: AppDeps): DuetApp {
     wakeRecheckMs: config.wakeRecheckMs,
     readTally: () => cachedTally.read(),
     mcpMaxWaitMs: config.mcpMaxWaitMs,
+    selftests,
   });
   app.locals.operations = ops;
   // The one error middleware, the chain's last (the room routes hand their operations' failures to it).
@@ -194,7 +202,7 @@ export function createApp(deps: AppDeps): DuetApp {
     });
   });
   // The self-test's stream mode answers an event stream; its longpoll mode is the table's route.
-  app.use(selftestStream(publicLimiter));
+  app.use(selftestStream(publicLimiter, selftests));
   app.use(rooms.router);
   app.use(streamRoute(streams));
 
@@ -216,8 +224,10 @@ export function createApp(deps: AppDeps): DuetApp {
   // ---- public: any User-Agent ----------------------------------------------------------
   app.get("/healthz", (_req, res) => void res.json({ ok: true }));
   app.get("/readyz", async (_req, res) => {
-    // Not ready while it refuses waiters (at its cap), so a load balancer sends them elsewhere.
-    const ready = !deps.isShuttingDown?.() && admission.ready() && (await store.isReady());
+    // Whether this node can serve: its store answers and it is not stopping. Never how many
+    // waiters it holds: any client can fill the cap, and readiness strangers can flip would
+    // let them empty the load balancer (a full node refuses only new waiters, 503).
+    const ready = !deps.isShuttingDown?.() && (await store.isReady());
     res.status(ready ? 200 : 503).json({ ready });
   });
   app.get("/v1/api", (req, res) => {

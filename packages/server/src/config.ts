@@ -1,6 +1,6 @@
 // Configuration: parsed once, at start-up, from the environment. Nothing else in the
 // server reads process.env. A bad value stops start-up with a message naming the variable.
-import { MAX_WAIT_MS, MCP_KEEPALIVE_MS, MCP_MAX_WAIT_MS } from "@duet/protocol";
+import { MAX_WAIT_MS, MCP_KEEPALIVE_MS, MCP_MAX_WAIT_MS, WAITERS_PER_SEAT } from "@duet/protocol";
 import { z } from "zod";
 import {
   flag,
@@ -147,7 +147,16 @@ export const ConfigSchema = z
       "A waiting recv or stream re-reads its inbox this often (±20 %) even without a wake-up: a last resort, since the subscriber's heartbeat and the reconnect re-read already bound a lost wake-up. Long-polls wait at most 25 s, so at the default only streams ever re-read (0.4 times a minute).",
     ),
     MAX_WAITERS: maxWaiters.describe(
-      "The most waiting calls (recvs and statuses with a wait, open streams) this node holds; past it a new one is answered 503 `unavailable` with Retry-After (a call whose answer is there at once is still served) and `/readyz` reports not ready until it is back to 90 %. `auto`: from the container's memory limit (less 128 MiB, 48 KiB per waiter) and the open-file limit (less 1,024), whichever is lower, none when neither is set; `off`: no cap.",
+      "The most waiting calls (recvs and statuses with a wait, open streams, held self-tests) this node holds; past it a new one is answered 503 `unavailable` with Retry-After (a call whose answer is there at once is still served). `/readyz` does not depend on it. `auto`: from the container's memory limit (less 128 MiB, 48 KiB per waiter) and the open-file limit (less 1,024), whichever is lower, none when neither is set; `off`: no cap.",
+    ),
+    // An agent waits with one recv (or one status) at a time; a few more cover a retry whose
+    // old connection is not dead yet. Memory: each of a seat's waiters is answered its inbox
+    // (up to 12.6 MB of JSON), so this bounds what one message costs a node.
+    MAX_WAITERS_PER_SEAT: integer(WAITERS_PER_SEAT, 1, 1000).describe(
+      "Waiting recvs and statuses one seat holds on this node, together; one more answers the seat's oldest at once as if its wait ran out (recv: `{\"messages\": []}`; nothing is lost, recv never consumes), and the new one waits. A room's two seats hold twice this. Streams have their own bound (two per seat, the oldest ends `replaced`).",
+    ),
+    MAX_WAITERS_PER_CLIENT: maxWaiters.describe(
+      "Waiting calls (recvs, statuses, streams, held self-tests) one client IP holds on this node, counted like the rate limits (IPv6 per /56, through `TRUST_PROXY`); past it a new one is answered 429 `too_many_waiters` with Retry-After, so one address never holds the node's whole `MAX_WAITERS`. `auto`: an eighth of `MAX_WAITERS` (at least 1), or 1,024 when the node has no cap; `off`: no bound.",
     ),
     MCP_MAX_WAIT_MS: integer(MCP_MAX_WAIT_MS, 1000, MAX_WAIT_MS).describe(
       `The longest a waiting MCP tool call (recv, status) holds its answer, whatever \`wait\` it asked for; it sends a keep-alive every ${MCP_KEEPALIVE_MS / 1000} s meanwhile. A proxy that buffers answers shows the client nothing until the answer ends, so a longer hold can outlast the proxy's or the MCP client's timeout and hang the call (docs/mcp.md, "Behind a proxy"). Each empty answer costs an agent one more turn: raise it (up to ${MAX_WAIT_MS}) when every client's path is known to hold long answers. REST long-polls keep their ${MAX_WAIT_MS} ms.`,
@@ -307,6 +316,10 @@ function settingsFrom(e: z.infer<typeof ConfigSchema>) {
     statsCacheMs: e.STATS_CACHE_MS,
     /** A count, "auto" (resolved at start, realtime/admission.ts) or "off". */
     maxWaiters: e.MAX_WAITERS,
+    /** Waiting recvs and statuses per seat on this node; one more answers the oldest. */
+    maxWaitersPerSeat: e.MAX_WAITERS_PER_SEAT,
+    /** Waiters per client address on this node: a count, "auto" (a share of the cap) or "off". */
+    maxWaitersPerClient: e.MAX_WAITERS_PER_CLIENT,
     /** The longest a waiting MCP tool call holds its answer (MCP_MAX_WAIT_MS). */
     mcpMaxWaitMs: e.MCP_MAX_WAIT_MS,
     shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,

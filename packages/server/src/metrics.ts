@@ -103,6 +103,8 @@ export class RelayMetrics {
   constructor(options: {
     waitingRecvs: () => number;
     openStreams?: () => number;
+    /** Held self-tests (GET /v1/selftest with a wait, its stream mode, the MCP probe). */
+    selftests?: () => number;
     /** The node's waiter cap (realtime/admission.ts). */
     admission?: WaiterAdmission;
     tally: () => Promise<StoreTally>;
@@ -124,10 +126,26 @@ export class RelayMetrics {
         this.set(options.openStreams?.() ?? 0);
       },
     });
+    new Gauge({
+      name: "duet_selftests_waiting",
+      help: "Self-tests held on this node now (GET /v1/selftest with a wait or mode=stream, the MCP selftest tool).",
+      registers: [this.registry],
+      collect() {
+        this.set(options.selftests?.() ?? 0);
+      },
+    });
     const admission = options.admission;
     new Gauge({
+      name: "duet_waiters_held",
+      help: "Every waiting call this node holds now, counted against duet_waiters_max: recvs, statuses, streams and self-tests (and those being set up).",
+      registers: [this.registry],
+      collect() {
+        this.set(admission?.held ?? 0);
+      },
+    });
+    new Gauge({
       name: "duet_waiters_max",
-      help: "The most waiting calls (recvs, statuses, streams) this node holds (MAX_WAITERS); -1: no cap.",
+      help: "The most waiting calls (recvs, statuses, streams, self-tests) this node holds (MAX_WAITERS); -1: no cap.",
       registers: [this.registry],
       collect() {
         this.set(admission?.max ?? -1);

@@ -24,7 +24,7 @@ import type { WaitingRecvs } from "../realtime/long-polls.js";
 import { digestText } from "../store/credentials.js";
 import type { InboxSnapshot, RoomStore, StoreTally } from "../store/room-store.js";
 import { E2E_NOTE, renderShareBlock } from "./join-page.js";
-import { selftestLongPoll, selftestProbe } from "./selftest.js";
+import { type HeldSelftests, selftestLongPoll, selftestProbe } from "./selftest.js";
 
 export interface OperationDeps {
   store: RoomStore;
@@ -33,8 +33,10 @@ export interface OperationDeps {
   wakeRecheckMs: number;
   /** The (cached) tally behind /v1/stats. */
   readTally: () => Promise<StoreTally>;
-  /** The longest a waiting MCP tool call holds its answer (MCP_MAX_WAIT_MS), for the self-test tool's advice. */
+  /** The longest a waiting MCP tool call holds its answer (MCP_MAX_WAIT_MS): the self-test tool's hold and advice. */
   mcpMaxWaitMs: number;
+  /** Held self-tests, waiters under the node's cap. */
+  selftests: HeldSelftests;
 }
 
 export interface OperationContext {
@@ -82,6 +84,7 @@ export function operations({
   wakeRecheckMs,
   readTally,
   mcpMaxWaitMs,
+  selftests,
 }: OperationDeps): Operations {
   return refusingOwnToken({
     async open({ e2e }, { baseUrl, client }) {
@@ -139,13 +142,13 @@ export function operations({
       return { id };
     },
 
-    async recv(query, { tokenHash, signal, onWaiting }) {
+    async recv(query, { tokenHash, signal, onWaiting, client }) {
       const waitMs = query.wait ?? MAX_WAIT_MS;
       // Acked before the read, so the answer no longer holds them, and before the wait.
       await ackAlong(store, { code: query.code, tokenHash }, query.ack);
       const waiting = waitingRecvs.waitForMessages(
         { code: query.code, tokenHash },
-        { waitMs, recheckMs: wakeRecheckMs, signal: signal ?? NEVER },
+        { waitMs, recheckMs: wakeRecheckMs, signal: signal ?? NEVER, client },
       );
       // Without progress reports, this call's frame is not kept for the wait: the answer is
       // made by a shared function when the wait ends.
@@ -165,11 +168,11 @@ export function operations({
       return { ok: true, acked };
     },
 
-    async status({ code, wait, until_read }, { tokenHash, signal }) {
+    async status({ code, wait, until_read }, { tokenHash, signal, client }) {
       // wait > 0 long-polls, like a waiting recv: until the peer's seat is claimed (`duet
       // wait`), or with until_read until the caller's messages up to that id are read.
       const seat = { code, tokenHash };
-      const options = { waitMs: wait ?? 0, recheckMs: wakeRecheckMs, signal: signal ?? NEVER };
+      const options = { waitMs: wait ?? 0, recheckMs: wakeRecheckMs, signal: signal ?? NEVER, client };
       const status = await (until_read === undefined
         ? waitingRecvs.waitForPeer(seat, options)
         : waitingRecvs.waitUntilRead(seat, Number(until_read), options));
@@ -209,8 +212,8 @@ export function operations({
     // (its own schema, SelftestToolInput), answered with SelftestToolResponse.
     selftest: (input, context) =>
       "probe" in input
-        ? (selftestProbe(input as SelftestToolInput, context, store, mcpMaxWaitMs) as never)
-        : selftestLongPoll(input, context),
+        ? (selftestProbe(input as SelftestToolInput, context, store, mcpMaxWaitMs, selftests) as never)
+        : selftestLongPoll(input, context, selftests),
   });
 }
 

@@ -6,9 +6,14 @@
 // `duet doctor` runs both and advises (docs/streams.md, "Behind a proxy").
 //
 // On MCP the self-test is the `selftest` tool, a named probe (selftestProbe below): the call is
-// held with nothing on the wire for its wait, and how it ended (delivered, or cut and when)
-// is noted in the store, so that calling the tool again with the same name, on any node,
-// reads what happened to a call the path cut and the client never saw answered.
+// held with nothing on the wire for its wait (at most MCP_MAX_WAIT_MS, as a waiting recv on
+// MCP), and how it ended (delivered, or cut and when) is noted in the store, so that calling
+// the tool again with the same name, on any node, reads what happened to a call the path cut
+// and the client never saw answered. An address has PROBE_SLOTS notes at most.
+//
+// A held self-test (longpoll with a wait, the stream's ticks, the MCP probe) is a waiter like
+// a waiting recv: it takes a place under the node's cap and its client's bound
+// (realtime/admission.ts), or is refused before it holds anything.
 import { createHash } from "node:crypto";
 import type { RequestHandler, Response } from "express";
 import {
@@ -22,29 +27,69 @@ import {
   type SelftestToolResponse,
 } from "@duet/protocol";
 import { apiError } from "../errors.js";
+import type { WaiterAdmission } from "../realtime/admission.js";
 import type { RoomStore } from "../store/room-store.js";
 import type { OperationContext } from "./operations.js";
+import { clientKey } from "./rate-limit.js";
 import { parseInput } from "./validate.js";
+
+const noop = (): void => undefined;
+
+/** The self-tests this node holds now, each with its place under the waiter cap. */
+export class HeldSelftests {
+  /** Held now (the gauge duet_selftests_waiting). */
+  size = 0;
+
+  constructor(private readonly admission?: WaiterAdmission) {}
+
+  /** A place for one held self-test of `client` (call the result when it ends), or the refusal thrown. */
+  take(client: string | undefined): () => void {
+    const place = this.admission ? this.admission.reserve(client) : noop;
+    if (typeof place === "string") throw this.admission!.refusal(place);
+    this.size++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.size--;
+      place();
+    };
+  }
+}
 
 /** mode=longpoll: answers after `wait` ms (undefined when the client went away first). */
 export async function selftestLongPoll(
   { mode, wait }: EndpointParsedInput<"selftest">,
-  { signal }: OperationContext,
+  { signal, client }: OperationContext,
+  selftests: HeldSelftests,
 ): Promise<SelftestResponse | undefined> {
   // The stream mode is served by selftestStream below, before the table's route.
   if (mode === "stream") throw apiError("bad_request", "mode=stream answers an event stream: ask GET /v1/selftest.");
   const waitMs = wait ?? MAX_WAIT_MS;
   const started = performance.now();
-  if (!(await held(waitMs, signal))) return undefined;
+  const done = waitMs > 0 ? selftests.take(client) : noop;
+  try {
+    if (!(await held(waitMs, signal))) return undefined;
+  } finally {
+    done();
+  }
   return { ok: true, mode: "longpoll", waited_ms: Math.round(performance.now() - started) };
 }
 
 /** How long a probe's note is kept: past a client's 60 s timeout and a few model turns. */
 const PROBE_NOTE_MS = 15 * 60_000;
+/**
+ * Notes one address may have: a probe's note lives in one of these slots (by its name's
+ * hash), and a probe whose slot holds another name's note replaces it. Real clients use a
+ * name or two; without the bound one address could leave a note per call for 15 minutes.
+ */
+export const PROBE_SLOTS = 64;
 /** Advised wait as a share of when the path cut a probe, as `duet doctor` advises (room for a slower day). */
 const CUT_SHARE = 0.6;
 
 interface ProbeNote {
+  /** Which probe name the note is for (a hash: its slot is shared). */
+  name?: string;
   outcome: SelftestToolResponse["outcome"];
   wait_ms: number;
   /** The relay's clock when the probe started. */
@@ -54,37 +99,50 @@ interface ProbeNote {
 }
 
 /**
- * The MCP tool: the first call with a probe name holds its answer for `wait` ms with nothing
- * on the wire and notes how it ended; a later call with the same name answers that note at
- * once. Notes are keyed by the caller's address (as the rate limits see it) and the name.
- * `mcpMaxWaitMs` is what this relay holds a waiting recv or status at most (MCP_MAX_WAIT_MS).
+ * The MCP tool: the first call with a probe name holds its answer for `wait` ms (at most
+ * `mcpMaxWaitMs`, what this relay holds a waiting recv or status on MCP: MCP_MAX_WAIT_MS)
+ * with nothing on the wire and notes how it ended; a later call with the same name answers
+ * that note at once. Notes are keyed by the caller's address (as the rate limits see it) and
+ * one of PROBE_SLOTS slots, so an address has at most that many.
  */
 export async function selftestProbe(
   { probe, wait }: SelftestToolInput,
   { signal, client }: OperationContext,
   store: Pick<RoomStore, "putNote" | "readNote">,
   mcpMaxWaitMs: number,
+  selftests: HeldSelftests,
 ): Promise<SelftestToolResponse | undefined> {
+  const name = createHash("sha256").update(`selftest\0${probe}`).digest();
   const key = createHash("sha256")
-    .update(`selftest\0${client ?? ""}\0${probe}`)
+    .update(`selftest\0${client ?? ""}\0${name[0]! % PROBE_SLOTS}`)
     .digest("base64url");
+  const nameHash = name.toString("base64url");
   // Best effort: the probe is a diagnosis, and a store that does not answer must not stop it.
   const put = (note: ProbeNote) => store.putNote(key, JSON.stringify(note), PROBE_NOTE_MS).catch(() => undefined);
   const earlier = await store.readNote(key).catch(() => undefined);
-  if (earlier !== undefined) return report(probe, JSON.parse(earlier) as ProbeNote, mcpMaxWaitMs);
-  const waitMs = wait ?? MAX_WAIT_MS;
-  const startedAt = Date.now();
-  const started = performance.now();
-  await put({ outcome: "running", wait_ms: waitMs, started_at: startedAt });
-  const delivered = await held(waitMs, signal);
-  const note: ProbeNote = {
-    outcome: delivered ? "delivered" : "cut",
-    wait_ms: waitMs,
-    started_at: startedAt,
-    after_ms: Math.round(performance.now() - started),
-  };
-  await put(note);
-  return delivered ? report(probe, note, mcpMaxWaitMs) : undefined;
+  const found = earlier === undefined ? undefined : (JSON.parse(earlier) as ProbeNote);
+  // Another name's note in the slot: this probe is new, and its note replaces that one.
+  if (found !== undefined && found.name === nameHash) return report(probe, found, mcpMaxWaitMs);
+  const waitMs = Math.min(wait ?? MAX_WAIT_MS, mcpMaxWaitMs);
+  // A waiter like a waiting recv: refused (nothing noted) past the node's cap or the client's bound.
+  const done = waitMs > 0 ? selftests.take(client) : noop;
+  try {
+    const startedAt = Date.now();
+    const started = performance.now();
+    await put({ name: nameHash, outcome: "running", wait_ms: waitMs, started_at: startedAt });
+    const delivered = await held(waitMs, signal);
+    const note: ProbeNote = {
+      name: nameHash,
+      outcome: delivered ? "delivered" : "cut",
+      wait_ms: waitMs,
+      started_at: startedAt,
+      after_ms: Math.round(performance.now() - started),
+    };
+    await put(note);
+    return delivered ? report(probe, note, mcpMaxWaitMs) : undefined;
+  } finally {
+    done();
+  }
 }
 
 function report(probe: string, note: ProbeNote, mcpMaxWaitMs: number): SelftestToolResponse {
@@ -145,7 +203,7 @@ function held(ms: number, signal: OperationContext["signal"]): Promise<boolean> 
  * mode=stream, mounted before the table's routes: counts in `limiter` (the public per-IP
  * limit) like the longpoll mode, and passes every other request on.
  */
-export function selftestStream(limiter: RequestHandler): RequestHandler {
+export function selftestStream(limiter: RequestHandler, selftests: HeldSelftests): RequestHandler {
   return (req, res, next) => {
     if (req.method !== "GET" || req.path !== "/v1/selftest" || req.query.mode !== "stream") return next();
     let query: EndpointParsedInput<"selftest">;
@@ -156,6 +214,14 @@ export function selftestStream(limiter: RequestHandler): RequestHandler {
     }
     limiter(req, res, (error?: unknown) => {
       if (error) return next(error);
+      // Its five seconds of ticks hold a place, as a stream does; refused before any byte.
+      let done: () => void;
+      try {
+        done = selftests.take(clientKey(req));
+      } catch (refusal) {
+        return next(refusal);
+      }
+      res.once("close", done);
       ticks(res, query.format ?? "sse");
     });
   };

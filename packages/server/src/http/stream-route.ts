@@ -8,6 +8,7 @@ import { apiError } from "../errors.js";
 import type { OpenStreams, PreparedStream, StreamSink } from "../realtime/streams.js";
 import { type ClientGone, goneWhenClosed } from "../realtime/client-gone.js";
 import { seatTokenHash } from "./auth.js";
+import { clientKey } from "./rate-limit.js";
 import { parseInput } from "./validate.js";
 
 // The sinks are classes, so that an open stream holds one small object and no closures.
@@ -78,7 +79,7 @@ export function streamRoute(streams: OpenStreams): Router {
       after = resumeAfter(req, query.after);
       format = query.format ?? "sse";
       // Proves the seat, finds the room and listens before the first byte: errors stay JSON.
-      prepared = await streams.open({ code: query.code, tokenHash });
+      prepared = await streams.open({ code: query.code, tokenHash }, clientKey(req));
     } catch (error) {
       return next(error);
     }

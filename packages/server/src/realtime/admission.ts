@@ -1,11 +1,16 @@
-// How many waiters (waiting recvs and statuses, open streams) this node may hold, and the
-// refusal beyond it. A waiter costs memory for as long as it waits (docs/runtime.md,
-// docs/streams.md: tens of KB of RSS each); a pod past its memory limit is OOM-killed and
-// every waiter it held reconnects to the other pods at once, which then fill up in turn.
-// So past the cap a new waiter is answered 503 `unavailable` with Retry-After (a call that
-// has its answer at once is still served: only waiting is refused), and /readyz reports not
-// ready, so that a load balancer sends new waiters to another node. Waiters already held
-// are never dropped for it.
+// How many waiters (waiting recvs and statuses, open streams, held self-tests) this node may
+// hold, in all and per client address, and the refusals beyond them. A waiter costs memory for
+// as long as it waits (docs/runtime.md, docs/streams.md: tens of KB of RSS each); a pod past
+// its memory limit is OOM-killed and every waiter it held reconnects to the other pods at
+// once, which then fill up in turn. So past the node's cap a new waiter is answered 503
+// `unavailable` with Retry-After (a call that has its answer at once is still served: only
+// waiting is refused), and waiters already held are never dropped for it. Readiness does not
+// depend on the cap: any client can fill it, and a node that strangers could take out of the
+// load balancer's rotation would be a node anyone can take out of service (issue 36).
+//
+// One client address (as the rate limits count it) holds at most its share of the cap
+// (MAX_WAITERS_PER_CLIENT; by default an eighth of it): past it its new waiters are answered
+// 429 `too_many_waiters`, and the rest of the cap stays for everyone else.
 //
 // MAX_WAITERS=auto (the default) derives the cap from what the process may use: the
 // cgroup's memory limit (a container's, a pod's) less a fixed reserve, at WAITER_BUDGET_BYTES
@@ -19,10 +24,13 @@ export const WAITER_BUDGET_BYTES = 48 * 1024;
 export const MEMORY_RESERVE_BYTES = 128 * 1024 * 1024;
 /** Descriptors kept for everything but waiters (Redis, calls being answered, files); a quarter of a smaller limit. */
 export const DESCRIPTOR_RESERVE = 1024;
-/** Readiness comes back once the held waiters are this share of the cap or fewer. */
-const READY_AGAIN_SHARE = 0.9;
-/** What a refused waiter is told to wait before it tries again. */
+/** What a waiter refused at the node's cap is told to wait before it tries again. */
 const RETRY_AFTER_SECONDS = 2;
+/** What a client past its own bound is told to wait: its own waits end within 25 s. */
+const CLIENT_RETRY_AFTER_SECONDS = 5;
+/** MAX_WAITERS_PER_CLIENT=auto: this share of the node's cap, or NO_CAP_PER_CLIENT without a cap. */
+export const CLIENT_SHARE = 1 / 8;
+export const NO_CAP_PER_CLIENT = 1024;
 
 /** The cgroup's memory limit in bytes (v2, then v1), or undefined when there is none. */
 export function cgroupMemoryLimit(read: (path: string) => string = (p) => readFileSync(p, "utf8")): number | undefined {
@@ -74,55 +82,79 @@ export function automaticWaiterCap(limits: { memoryBytes?: number; openFiles?: n
   return { max: byFiles, from: `open-file limit ${limits.openFiles}` };
 }
 
+/** The bound MAX_WAITERS_PER_CLIENT means: auto is a share of the node's cap (at least 1). */
+export function perClientBound(setting: number | "auto" | "off", nodeMax: number | undefined): number | undefined {
+  if (setting === "off") return undefined;
+  if (setting !== "auto") return setting;
+  return nodeMax === undefined ? NO_CAP_PER_CLIENT : Math.max(1, Math.floor(nodeMax * CLIENT_SHARE));
+}
+
+/** Why a waiter was not admitted: the node's cap, or its client's bound. */
+export type Refusal = "node" | "client";
+
+/** Gives back a place taken with reserve() (a second call gives back nothing more). */
+export type Release = () => void;
+
 export class WaiterAdmission {
-  /** Waiters refused since the start. */
+  /** Waiters refused at the node's cap since the start. */
   refused = 0;
-  private full = false;
-  /** Places taken by waiters being set up (their reads before they are registered). */
-  private reserved = 0;
+  /** Places taken now: every waiter from its admission until it ends (or gives up). */
+  private taken = 0;
+  /** Places taken by each client address that holds any. */
+  private readonly byClient = new Map<string, number>();
 
   /**
    * @param max the most waiters this node holds; undefined: no cap
-   * @param held how many it holds now
+   * @param perClient the most one client address holds on this node; undefined: no bound
    */
   constructor(
     readonly max: number | undefined,
-    private readonly held: () => number,
+    readonly perClient: number | undefined = undefined,
   ) {}
 
+  /** Waiters held now (and places reserved by waiters being set up). */
+  get held(): number {
+    return this.taken;
+  }
+
+  /** Places `client` holds now. */
+  heldBy(client: string): number {
+    return this.byClient.get(client) ?? 0;
+  }
+
   /**
-   * A place for one more waiter, or undefined past the cap. The place counts from now until
-   * the returned function is called (once the waiter is registered, or when it gives up), so
-   * that calls set up at the same time cannot all pass the cap.
+   * A place for one more waiter of `client`, or why not. The place counts from now until the
+   * returned function is called, once, when the waiter ends (or gives up), so that calls set
+   * up at the same time cannot all pass the cap.
    */
-  reserve(): (() => void) | undefined {
-    if (!this.admits()) return undefined;
-    this.reserved++;
+  reserve(client: string | undefined): Release | Refusal {
+    if (this.max !== undefined && this.taken >= this.max) return "node";
+    const key = client ?? "";
+    const mine = this.byClient.get(key) ?? 0;
+    if (this.perClient !== undefined && mine >= this.perClient) return "client";
+    this.taken++;
+    this.byClient.set(key, mine + 1);
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      this.reserved--;
+      this.taken--;
+      const left = (this.byClient.get(key) ?? 1) - 1;
+      if (left > 0) this.byClient.set(key, left);
+      else this.byClient.delete(key);
     };
   }
 
-  /** Whether one more waiter may wait now. */
-  admits(): boolean {
-    if (this.max === undefined) return true;
-    const held = this.held() + this.reserved;
-    if (held >= this.max) this.full = true;
-    else if (held <= this.max * READY_AGAIN_SHARE) this.full = false;
-    return held < this.max;
-  }
-
-  /** Not ready from the cap until the held waiters are back to 90 % of it. */
-  ready(): boolean {
-    this.admits();
-    return !this.full;
-  }
-
-  /** The answer to a waiter beyond the cap. */
-  refusal(): ApiError {
+  /** The answer to a waiter that was not admitted. */
+  refusal(why: Refusal): ApiError {
+    if (why === "client") {
+      const error = new ApiError(
+        "too_many_waiters",
+        `This address already holds ${this.perClient} waiting calls (recvs, statuses, streams, self-tests) on this relay node, the most one address may: let one end before you start another, or retry after Retry-After seconds.`,
+      );
+      error.retryAfterSeconds = CLIENT_RETRY_AFTER_SECONDS;
+      return error;
+    }
     this.refused++;
     const error = new ApiError(
       "unavailable",

@@ -2,6 +2,7 @@
 // the room's end (404), or the wait running out (empty list); a waiting status answers
 // when the peer's seat is claimed (or, with until_read, when the caller's messages up to an
 // id are read), the room ends or the wait runs out. Shared by both stores.
+import { WAITERS_PER_SEAT } from "@duet/protocol";
 import { ApiError } from "../errors.js";
 import type { InboxSnapshot, RoomStatus, RoomStore, SeatCredentials } from "../store/room-store.js";
 import type { GoneSignal } from "./client-gone.js";
@@ -14,6 +15,8 @@ const UNSUBSCRIBED_RECHECK_MS = 1000;
 
 export interface WaitOptions {
   waitMs: number;
+  /** The caller's address as the rate limits count it: whose bound under the node's cap the wait counts in. */
+  client?: string;
   /** Re-read this often even without a wake-up, in case one was lost in flight. */
   recheckMs: number;
   /** Aborted when the client disconnects. */
@@ -67,15 +70,23 @@ class UntilRead implements LongPoll<RoomStatus> {
 
 const NO_CAP = () => {};
 
-/** Tracks every waiting recv and status of this node, so that shutdown can answer them all at once. */
+/**
+ * Tracks every waiting recv and status of this node, so that shutdown can answer them all at
+ * once, and those of each seat: a seat holds at most `perSeat` of them, and one more answers
+ * its oldest at once as if its wait ran out (newest wins, as with streams: the client that
+ * asked last is the one listening; a recv never consumes, so nothing is lost).
+ */
 export class WaitingRecvs {
   private readonly waiters = new Set<Waiter>();
+  /** Each seat's waiters (by room code and token hash), oldest first. */
+  private readonly bySeat = new Map<string, Waiter[]>();
   private draining = false;
 
   constructor(
     private readonly store: RoomStore,
     private readonly wheel: TimerWheel,
     private readonly admission?: WaiterAdmission,
+    private readonly perSeat = WAITERS_PER_SEAT,
   ) {}
 
   get size(): number {
@@ -120,23 +131,41 @@ export class WaitingRecvs {
     // The wait counts from the request's arrival, whatever the reads before it cost.
     const deadline = Date.now() + options.waitMs;
     const mayWait = options.waitMs > 0 && !this.draining;
-    // Past the node's waiter cap (realtime/admission.ts) a call is still answered when its
-    // answer is there at once; only its waiting is refused.
-    const release = mayWait && this.admission ? this.admission.reserve() : NO_CAP;
+    // Past the node's waiter cap or the client's bound (realtime/admission.ts) a call is still
+    // answered when its answer is there at once; only its waiting is refused. The place is
+    // held from here until the call ends.
+    const place = mayWait && this.admission ? this.admission.reserve(options.client) : NO_CAP;
+    const admitted = typeof place === "function";
     try {
       // Wake-ups for this room already reach this node (another waiter, or a recent one):
       // listen first, and one read covers everything.
-      if (mayWait && release && this.store.wakeups.isListening(seat.code))
-        return await this.listenAndWait(seat, deadline, options, poll, new Waiter(this.wheel, concern), release);
+      if (mayWait && admitted && this.store.wakeups.isListening(seat.code))
+        return await this.listenAndWait(seat, deadline, options, poll, new Waiter(this.wheel, concern));
       // Otherwise a call that is answered at once costs one script call and no subscription.
       const first = await poll.read(this.store, seat, true);
       if (poll.ready(first) || !mayWait) return first;
-      if (!release) throw this.admission!.refusal();
+      if (!admitted) throw this.admission!.refusal(place);
       const waiter = new Waiter(this.wheel, poll.concern(first));
-      return await this.listenAndWait(seat, deadline, options, poll, waiter, release, first);
+      return await this.listenAndWait(seat, deadline, options, poll, waiter, first);
     } finally {
-      release?.();
+      if (admitted) place();
     }
+  }
+
+  /** Registers a waiter of `seatKey`; past the seat's bound its oldest is answered now. */
+  private addToSeat(seatKey: string, waiter: Waiter): void {
+    const same = this.bySeat.get(seatKey);
+    if (!same) return void this.bySeat.set(seatKey, [waiter]);
+    same.push(waiter);
+    while (same.length > this.perSeat) same.shift()!.fire("replaced");
+  }
+
+  private removeFromSeat(seatKey: string, waiter: Waiter): void {
+    const same = this.bySeat.get(seatKey);
+    if (!same) return;
+    const at = same.indexOf(waiter);
+    if (at >= 0) same.splice(at, 1);
+    if (same.length === 0) this.bySeat.delete(seatKey);
   }
 
   /**
@@ -168,15 +197,14 @@ export class WaitingRecvs {
     options: WaitOptions,
     poll: LongPoll<T>,
     waiter: Waiter,
-    release: () => void,
     earlier?: T,
   ): Promise<T | undefined> {
     const { signal } = options;
     signal.addEventListener("abort", waiter.onGone);
-    // Registered before anything can stall, so that shutdown reaches this recv too; from
-    // here it counts as held, not as a place reserved.
+    // Registered before anything can stall, so that shutdown reaches this recv too.
+    const seatKey = `${seat.code}:${seat.tokenHash}`;
     this.waiters.add(waiter);
-    release();
+    this.addToSeat(seatKey, waiter);
     if (this.draining) waiter.fire("drained");
     let stopWatching: (() => void) | undefined;
     let recheckMs = options.recheckMs;
@@ -203,12 +231,15 @@ export class WaitingRecvs {
         const reason = await waiter.next(Math.min(remaining, recheck, Math.max(current.expiresInMs, 0) + 5));
         if (reason === "aborted") return undefined;
         if (reason === "drained") return current;
-        if (reason === "timer" && Date.now() >= deadline) return this.atEnd(poll, seat, current);
+        // A newer waiter of the seat took this one's place: answered as if its wait ran out.
+        if (reason === "replaced" || (reason === "timer" && Date.now() >= deadline))
+          return this.atEnd(poll, seat, current);
         current = await poll.read(this.store, seat, false);
         waiter.concern = poll.concern(current);
       }
     } finally {
       this.waiters.delete(waiter);
+      this.removeFromSeat(seatKey, waiter);
       signal.removeEventListener("abort", waiter.onGone);
       stopWatching?.();
     }

@@ -87,7 +87,7 @@ export interface PreparedStream {
   /** Stops its wake-ups and gives back its reserved place (if serve() never registers it). */
   stopWatching: () => void;
   subscribed: boolean;
-  /** Gives back the place reserved under the node's waiter cap: serve() calls it once the stream counts as open. */
+  /** Gives back the place taken under the node's waiter cap (stopWatching calls it too). */
   release: () => void;
 }
 
@@ -185,11 +185,11 @@ export class OpenStreams {
    * When wake-ups for the room do not reach this node yet, a first read (which costs no
    * subscription when the seat or room is wrong) comes before the listening, and a second after.
    */
-  async open(seat: SeatCredentials): Promise<PreparedStream> {
-    // A stream always waits: past the node's waiter cap it is refused before anything else.
-    // Its place is reserved until serve() registers it (or it is given up: stopWatching).
-    const release = this.admission ? this.admission.reserve() : noop;
-    if (!release) throw this.admission!.refusal();
+  async open(seat: SeatCredentials, client?: string): Promise<PreparedStream> {
+    // A stream always waits: past the node's waiter cap or its client's bound it is refused
+    // before anything else. Its place is held until it ends (or is given up: stopWatching).
+    const release = this.admission ? this.admission.reserve(client) : noop;
+    if (typeof release === "string") throw this.admission!.refusal(release);
     try {
       return await this.prepare(seat, release);
     } catch (error) {
@@ -245,7 +245,6 @@ export class OpenStreams {
     };
     signal.addEventListener("abort", waiter.onGone);
     this.add(stream);
-    prepared.release();
     waiter.serve(stream);
     try {
       let current: InboxSnapshot | undefined = prepared.first;

@@ -3,7 +3,8 @@ import type { Seat } from "@duet/protocol";
 import { isReadEvent, type WakeEvent } from "../store/room-store.js";
 import type { TimerWheel } from "./timer-wheel.js";
 
-export type WakeReason = "wake" | "timer" | "aborted" | "drained";
+/** replaced: a newer waiting call of the same seat took this one's place (long-polls.ts). */
+export type WakeReason = "wake" | "timer" | "aborted" | "drained" | "replaced";
 
 /**
  * The wake-ups a waiting call is concerned with: mail for a seat, "joined", or read

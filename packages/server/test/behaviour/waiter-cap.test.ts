@@ -1,7 +1,8 @@
 // The node's waiter cap (MAX_WAITERS, src/realtime/admission.ts; docs/protocol.md §10):
 // past it a new waiting call is answered 503 `unavailable` with Retry-After, a call whose
-// answer is there at once is still served, /readyz reports not ready, and the waiters
-// already held are answered as usual. Each node has its own cap: every call goes to node 0.
+// answer is there at once is still served, /readyz stays ready (any client can fill the cap:
+// docs/protocol.md §11.5), and the waiters already held are answered as usual. Each node has
+// its own cap: every call goes to node 0.
 // Every step waits on the node's own count of its waiters (its /metrics), never on time.
 import { BEHAVIOUR_TARGETS, forEachTarget, type RelayTarget } from "../support/targets";
 
@@ -26,7 +27,7 @@ async function untilWaiting(target: RelayTarget, count: number): Promise<void> {
 
 forEachTarget(
   (target) => {
-    it("past MAX_WAITERS refuses new waiters 503 with Retry-After and is not ready; held waiters are answered; below 90 % it admits again", async () => {
+    it("past MAX_WAITERS refuses new waiters 503 with Retry-After and stays ready; held waiters are answered; below the cap it admits again", async () => {
       const { client } = target();
       const abort = new AbortController();
       const [one, two, three] = [await client.pairedRoom(), await client.pairedRoom(), await client.pairedRoom()];
@@ -68,10 +69,11 @@ forEachTarget(
           "already here",
         ]);
 
-        // Not ready while it refuses: a load balancer sends new waiters elsewhere.
-        const notReady = await client.call("GET", "/readyz", { node: 0 });
-        expect(notReady.status).toBe(503);
-        expect(notReady.body).toEqual({ ready: false });
+        // Still ready: the node serves every call but a new wait, and readiness that any client
+        // could flip by filling the cap would let strangers take it out of the load balancer.
+        const ready = await client.call("GET", "/readyz", { node: 0 });
+        expect(ready.status).toBe(200);
+        expect(ready.body).toEqual({ ready: true });
 
         // The waiters it holds are never dropped for it: a send wakes one as usual.
         expect((await client.send(one.code, one.a, "wake")).status).toBe(200);
@@ -79,11 +81,45 @@ forEachTarget(
         expect(woken.status).toBe(200);
         expect((woken.body as { messages: { text: string }[] }).messages.map((m) => m.text)).toEqual(["wake"]);
 
-        // One held of two (at most 90 % of the cap): ready again, and a new waiter is admitted.
+        // One held of two: a new waiter is admitted.
         await untilWaiting(target(), 1);
-        expect((await client.call("GET", "/readyz", { node: 0 })).status).toBe(200);
         held.push(client.recv(one.code, one.a, 25_000, { signal: abort.signal, node: 0 }));
         await untilWaiting(target(), 2);
+      } finally {
+        abort.abort();
+        await Promise.allSettled(held);
+      }
+    });
+
+    it("a held MCP selftest probe is a waiter: it counts against the cap, and past it the tool answers unavailable", async () => {
+      const { client } = target();
+      await untilWaiting(target(), 0);
+      const abort = new AbortController();
+      const probe = (name: string, signal?: AbortSignal) =>
+        fetch(`${client.nodeUrl(0)}/mcp`, {
+          method: "POST",
+          signal,
+          headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+          body: JSON.stringify({
+            jsonrpc: "2.0",
+            id: 1,
+            method: "tools/call",
+            params: { name: "selftest", arguments: { probe: name, wait: 25_000 } },
+          }),
+        }).then((r) => r.text());
+      const room = await client.pairedRoom();
+      const held: Promise<unknown>[] = [
+        client.recv(room.code, room.b, 25_000, { signal: abort.signal, node: 0 }),
+        probe("held-probe-1", abort.signal),
+      ];
+      try {
+        await untilWaiting(target(), 1);
+        while ((await sample(target(), "duet_selftests_waiting")) !== 1) await new Promise((r) => setTimeout(r, 20));
+        expect(await sample(target(), "duet_waiters_held")).toBe(CAP);
+        const text = await probe("held-probe-2");
+        const refused = JSON.parse(/^data: (.*)$/m.exec(text)?.[1] ?? text);
+        expect(refused.result.isError).toBe(true);
+        expect(JSON.parse(refused.result.content[0].text)).toMatchObject({ error: "unavailable" });
       } finally {
         abort.abort();
         await Promise.allSettled(held);
@@ -116,5 +152,6 @@ forEachTarget(
       }
     });
   },
-  { kinds: KINDS, env: { MAX_WAITERS: String(CAP), METRICS_CACHE_MS: "0" } },
+  // Every call comes from one address here: no bound per address (waiter-bounds.test.ts has it).
+  { kinds: KINDS, env: { MAX_WAITERS: String(CAP), MAX_WAITERS_PER_CLIENT: "off", METRICS_CACHE_MS: "0" } },
 );

@@ -3,11 +3,13 @@
 import {
   DESCRIPTOR_RESERVE,
   MEMORY_RESERVE_BYTES,
+  NO_CAP_PER_CLIENT,
   WAITER_BUDGET_BYTES,
   WaiterAdmission,
   automaticWaiterCap,
   cgroupMemoryLimit,
   openFileLimit,
+  perClientBound,
 } from "../../src/realtime/admission";
 
 const files = (contents: Record<string, string>) => (path: string) => {
@@ -54,37 +56,57 @@ describe("automaticWaiterCap", () => {
 });
 
 describe("WaiterAdmission", () => {
-  it("refuses at the cap and is ready again at 90 % of it", () => {
-    let held = 0;
-    const admission = new WaiterAdmission(10, () => held);
-    held = 9;
-    expect([admission.admits(), admission.ready()]).toEqual([true, true]);
-    held = 10;
-    expect([admission.admits(), admission.ready()]).toEqual([false, false]);
-    held = 9.5; // between 90 % and the cap: admits, still not ready
-    expect([admission.admits(), admission.ready()]).toEqual([true, false]);
-    held = 9;
-    expect([admission.admits(), admission.ready()]).toEqual([true, true]);
+  it("refuses at the cap, whoever asks, until a place is given back", () => {
+    const admission = new WaiterAdmission(3);
+    const places = ["a", "b", "c"].map((client) => admission.reserve(client) as () => void);
+    expect(admission.held).toBe(3);
+    expect(admission.reserve("d")).toBe("node");
+    places[0]!();
+    expect(typeof admission.reserve("d")).toBe("function");
   });
-  it("counts places reserved by waiters being set up, until each is given back once", () => {
-    const admission = new WaiterAdmission(2, () => 0);
-    const first = admission.reserve()!;
-    const second = admission.reserve()!;
-    expect(admission.reserve()).toBeUndefined();
+  it("one client holds at most its bound; other clients are still admitted", () => {
+    const admission = new WaiterAdmission(10, 2);
+    const mine = [admission.reserve("203.0.113.7"), admission.reserve("203.0.113.7")];
+    expect(admission.reserve("203.0.113.7")).toBe("client");
+    expect(typeof admission.reserve("198.51.100.1")).toBe("function");
+    expect(admission.heldBy("203.0.113.7")).toBe(2);
+    (mine[0] as () => void)();
+    expect(admission.heldBy("203.0.113.7")).toBe(1);
+    expect(typeof admission.reserve("203.0.113.7")).toBe("function");
+  });
+  it("a place is given back once, however often its release is called", () => {
+    const admission = new WaiterAdmission(2);
+    const first = admission.reserve("a") as () => void;
+    const second = admission.reserve("a") as () => void;
+    expect(admission.reserve("a")).toBe("node");
     first();
     first(); // a second call gives back nothing more
-    expect(admission.reserve()).toBeDefined();
-    expect(admission.reserve()).toBeUndefined();
+    expect(admission.held).toBe(1);
+    expect(typeof admission.reserve("a")).toBe("function");
+    expect(admission.reserve("a")).toBe("node");
     second();
   });
   it("a limit of 1,024 open files keeps a quarter, not all of it", () => {
     expect(automaticWaiterCap({ openFiles: 1024 }).max).toBe(768);
   });
-  it("without a cap admits everything", () => {
-    expect(new WaiterAdmission(undefined, () => 1e9).admits()).toBe(true);
+  it("without a cap or a bound admits everything", () => {
+    const admission = new WaiterAdmission(undefined);
+    for (let i = 0; i < 10_000; i++) expect(typeof admission.reserve("a")).toBe("function");
   });
-  it("its refusal is 503 unavailable with Retry-After", () => {
-    const error = new WaiterAdmission(1, () => 1).refusal();
-    expect([error.status, error.code, error.retryAfterSeconds]).toEqual([503, "unavailable", 2]);
+  it("MAX_WAITERS_PER_CLIENT=auto is an eighth of the cap (at least 1), 1,024 without a cap", () => {
+    expect(perClientBound("auto", 8192)).toBe(1024);
+    expect(perClientBound("auto", 200)).toBe(25);
+    expect(perClientBound("auto", 5)).toBe(1);
+    expect(perClientBound("auto", undefined)).toBe(NO_CAP_PER_CLIENT);
+    expect(perClientBound(40, 200)).toBe(40);
+    expect(perClientBound("off", 200)).toBeUndefined();
+  });
+  it("at the cap: 503 unavailable, Retry-After 2; past the client's bound: 429 too_many_waiters, Retry-After 5", () => {
+    const admission = new WaiterAdmission(1, 1);
+    const node = admission.refusal("node");
+    expect([node.status, node.code, node.retryAfterSeconds]).toEqual([503, "unavailable", 2]);
+    const client = admission.refusal("client");
+    expect([client.status, client.code, client.retryAfterSeconds]).toEqual([429, "too_many_waiters", 5]);
+    expect(admission.refused).toBe(1);
   });
 });
