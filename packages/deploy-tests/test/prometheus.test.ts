@@ -186,6 +186,9 @@ beforeAll(async () => {
       ROOMS_PER_IP: "3",
       RATE_LIMIT_WINDOW_SECONDS: "600",
       RATE_LIMIT_REQUESTS: "1000",
+      // Two waiting calls per address a relay: the held recv and stream below fit, and seven
+      // held self-tests at once cannot (three relays): too_many_waiters.
+      MAX_WAITERS_PER_CLIENT: "2",
       WAKE_RECHECK_SECONDS: "60",
       // The slow client below is answered 408 after 2 s instead of 20.
       HEADERS_TIMEOUT_MS: "2000",
@@ -311,6 +314,13 @@ beforeAll(async () => {
   expect((await held).messages).toEqual([expect.objectContaining({ text: "wake up" })]);
   stream.abort();
   requests.set("/v1/stream", 1);
+  // Seven self-tests held at once from this address, on three relays holding two each: at
+  // least one is too_many_waiters (each counted as it answered).
+  const selftests = await Promise.all(
+    Array.from({ length: 7 }, () => attempt("/v1/selftest", "GET", "/v1/selftest?mode=longpoll&wait=3000")),
+  );
+  expect(selftests.filter((r) => r.status === 429).length).toBeGreaterThanOrEqual(1);
+  for (const r of selftests) expect(r.status === 200 || r.body.error === "too_many_waiters").toBe(true);
   // The room holds eight unacked messages now (both directions): a ninth does not fit.
   await send(a.token, a.code, "message 8", { status: 429, error: "mailbox_full" });
 

@@ -7,6 +7,7 @@ import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/logger";
 import { MemoryRoomStore } from "../../src/store/memory/memory-store";
+import { HeldSelftests, PROBE_SLOTS, selftestProbe } from "../../src/http/selftest";
 
 const servers: Server[] = [];
 afterAll(() => Promise.all(servers.map((s) => new Promise((r) => s.close(r)))));
@@ -106,4 +107,44 @@ it("the recipe says how to use it", async () => {
   const recipe = await (await fetch(`${url}/v1/api`)).text();
   expect(recipe).toContain("/v1/selftest?mode=longpoll&wait=25000");
   expect(recipe).toContain("/v1/selftest?mode=stream");
+});
+
+it("the MCP probe keeps at most PROBE_SLOTS notes an address, and reads its own note back", async () => {
+  const notes = new Map<string, string>();
+  const store = {
+    putNote: async (key: string, note: string) => void notes.set(key, note),
+    readNote: async (key: string) => notes.get(key),
+  };
+  const selftests = new HeldSelftests();
+  const probe = (name: string, client: string) =>
+    selftestProbe({ probe: `probe-${name}`, wait: 0 }, { tokenHash: "", baseUrl: "", client }, store, 10_000, selftests);
+  for (let i = 0; i < 500; i++) await probe(String(i), "203.0.113.7");
+  expect(notes.size).toBeLessThanOrEqual(PROBE_SLOTS);
+  // A name's own note answers it at once; another address's names are its own.
+  await probe("again", "203.0.113.7");
+  expect(await probe("again", "203.0.113.7")).toMatchObject({ probe: "probe-again", outcome: "delivered", wait_ms: 0 });
+  for (let i = 0; i < 500; i++) await probe(String(i), "198.51.100.1");
+  expect(notes.size).toBeLessThanOrEqual(2 * PROBE_SLOTS);
+  expect(notes.size).toBeGreaterThan(PROBE_SLOTS);
+});
+
+it("the MCP probe is held at most the MCP hold (MCP_MAX_WAIT_MS), and counts as a held self-test meanwhile", async () => {
+  const notes = new Map<string, string>();
+  const store = {
+    putNote: async (key: string, note: string) => void notes.set(key, note),
+    readNote: async (key: string) => notes.get(key),
+  };
+  const selftests = new HeldSelftests();
+  const answer = selftestProbe(
+    { probe: "probe-capped", wait: 25_000 },
+    { tokenHash: "", baseUrl: "", client: "203.0.113.7" },
+    store,
+    200,
+    selftests,
+  );
+  // Held once its note says running (its first write).
+  while (notes.size === 0) await new Promise((r) => setImmediate(r));
+  expect(selftests.size).toBe(1);
+  expect(await answer).toMatchObject({ outcome: "delivered", wait_ms: 200 });
+  expect(selftests.size).toBe(0);
 });
