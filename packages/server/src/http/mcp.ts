@@ -33,6 +33,7 @@ import { hashSeatToken } from "../store/credentials.js";
 import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
 import { clientKey } from "./rate-limit.js";
+import { renderedText } from "./rendered.js";
 import { echoName, parseInput } from "./validate.js";
 import { heldWaitMs, MCP_INSTRUCTIONS, MCP_PATH, MCP_TOOLS, TOOLS_BY_NAME, toolError } from "./mcp-tools.js";
 
@@ -175,7 +176,7 @@ export function mcpRoutes(deps: McpDeps): Router {
       });
       if (result === undefined) return { isError: true, content: [{ type: "text", text: "Cancelled." }] };
       return {
-        content: [{ type: "text", text: JSON.stringify(result) }],
+        content: [{ type: "text", text: renderedText(result) }],
         structuredContent: result as Record<string, unknown>,
       };
     } catch (error) {

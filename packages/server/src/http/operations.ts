@@ -64,8 +64,19 @@ export type Operations = { [K in OperationId]: Operation<K> };
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 /** How often a waiting recv reports progress to a caller that asked for it. */
 const PROGRESS_EVERY_MS = 5_000;
+/**
+ * recv's answer: one body per snapshot, so that the waiting recvs of a seat that shared a read
+ * (realtime/long-polls.ts) share their rendered answer too (http/rendered.ts).
+ */
+const answers = new WeakMap<InboxSnapshot, { messages: InboxSnapshot["messages"] }>();
+function messagesOf(snapshot: InboxSnapshot | undefined) {
+  if (!snapshot) return undefined;
+  if (snapshot.messages.length === 0) return { messages: snapshot.messages };
+  let body = answers.get(snapshot);
+  if (!body) answers.set(snapshot, (body = { messages: snapshot.messages }));
+  return body;
+}
 /** A signal nobody aborts, for callers that cannot go away mid-call. */
-const messagesOf = (snapshot: InboxSnapshot | undefined) => snapshot && { messages: snapshot.messages };
 const NEVER: GoneSignal = { aborted: false, addEventListener: () => undefined, removeEventListener: () => undefined };
 
 /**

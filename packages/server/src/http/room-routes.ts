@@ -10,6 +10,7 @@ import { jsonBody } from "./body.js";
 import type { Operation, Operations } from "./operations.js";
 import { type ClientGone, goneWhenClosed } from "../realtime/client-gone.js";
 import { clientKey } from "./rate-limit.js";
+import { renderedJson } from "./rendered.js";
 import { parseInput } from "./validate.js";
 
 export interface RoomRouteDeps {
@@ -91,7 +92,9 @@ export function roomRoutes({
 }
 
 function answerJson(this: Response, body: unknown): void {
-  if (body !== undefined) this.json(body);
+  if (body === undefined) return;
+  // A body that several answers share (a seat's woken recvs) is rendered once: http/rendered.ts.
+  this.type("application/json; charset=utf-8").send(renderedJson(body as object));
 }
 
 // Open and join answer a seat token, and open the base URL (from the Host when PUBLIC_URL is

@@ -7,7 +7,7 @@ import { ApiError } from "../errors.js";
 import type { InboxSnapshot, RoomStatus, RoomStore, SeatCredentials } from "../store/room-store.js";
 import type { GoneSignal } from "./client-gone.js";
 import type { TimerWheel } from "./timer-wheel.js";
-import { Waiter, type Concern } from "./waiter.js";
+import { Waiter, nextSequence, type Concern } from "./waiter.js";
 import type { WaiterAdmission } from "./admission.js";
 
 /** How often a recv re-reads when it could not subscribe to wake-ups. */
@@ -25,6 +25,8 @@ export interface WaitOptions {
 
 /** What a long-poll reads, and when its answer is ready (one object per kind, shared by every call). */
 interface LongPoll<T extends { expiresInMs: number }> {
+  /** What it reads (its re-reads are shared by the seat's waiters of the same kind). */
+  kind: "inbox" | "status";
   /** One read; touch says whether it counts as activity. */
   read(store: RoomStore, seat: SeatCredentials, touch: boolean): Promise<T>;
   ready(snapshot: T): boolean;
@@ -38,6 +40,7 @@ interface LongPoll<T extends { expiresInMs: number }> {
 }
 
 const MESSAGES: LongPoll<InboxSnapshot> = {
+  kind: "inbox",
   read: (store, seat, touch) => store.readInbox(seat, touch),
   ready: (snapshot) => snapshot.messages.length > 0,
   // Wake-ups for the other seat's inbox are not ours (until a read tells our seat, every one counts).
@@ -45,6 +48,7 @@ const MESSAGES: LongPoll<InboxSnapshot> = {
 };
 
 const PEER: LongPoll<RoomStatus> = {
+  kind: "status",
   read: (store, seat, touch) => store.getStatus(seat, touch),
   ready: (status) => status.peerJoined,
   concern: () => "joined",
@@ -53,6 +57,7 @@ const PEER: LongPoll<RoomStatus> = {
 
 /** A status wait for a read receipt: ready once none of the caller's messages up to the id is unread. */
 class UntilRead implements LongPoll<RoomStatus> {
+  readonly kind = "status";
   readonly rereadAtEnd = true;
   constructor(private readonly id: number) {}
   read(store: RoomStore, seat: SeatCredentials, touch: boolean): Promise<RoomStatus> {
@@ -80,6 +85,8 @@ export class WaitingRecvs {
   private readonly waiters = new Set<Waiter>();
   /** Each seat's waiters (by room code and token hash), oldest first. */
   private readonly bySeat = new Map<string, Waiter[]>();
+  /** Re-reads under way, by kind and seat, each with when it began (nextSequence). */
+  private readonly reads = new Map<string, { startedAt: number; read: Promise<unknown> }>();
   private draining = false;
 
   constructor(
@@ -150,6 +157,29 @@ export class WaitingRecvs {
     } finally {
       if (admitted) place();
     }
+  }
+
+  /**
+   * A re-read (no activity) for a woken waiter: the seat's waiters woken by one send share one
+   * read, and so one snapshot and one rendered answer (a 2 MiB text is 12.6 MB of JSON each).
+   * A waiter joins only a read that began after it was woken, which sees what woke it.
+   */
+  private reread<T extends { expiresInMs: number }>(
+    poll: LongPoll<T>,
+    seat: SeatCredentials,
+    seatKey: string,
+    waiter: Waiter,
+  ): Promise<T> {
+    const key = `${poll.kind}:${seatKey}`;
+    const shared = this.reads.get(key);
+    if (shared && shared.startedAt > waiter.firedAt) return shared.read as Promise<T>;
+    const entry = { startedAt: nextSequence(), read: poll.read(this.store, seat, false) };
+    this.reads.set(key, entry);
+    const done = () => {
+      if (this.reads.get(key) === entry) this.reads.delete(key);
+    };
+    entry.read.then(done, done);
+    return entry.read as Promise<T>;
   }
 
   /** Registers a waiter of `seatKey`; past the seat's bound its oldest is answered now. */
@@ -234,7 +264,7 @@ export class WaitingRecvs {
         // A newer waiter of the seat took this one's place: answered as if its wait ran out.
         if (reason === "replaced" || (reason === "timer" && Date.now() >= deadline))
           return this.atEnd(poll, seat, current);
-        current = await poll.read(this.store, seat, false);
+        current = await this.reread(poll, seat, seatKey, waiter);
         waiter.concern = poll.concern(current);
       }
     } finally {

@@ -12,6 +12,10 @@ export type WakeReason = "wake" | "timer" | "aborted" | "drained" | "replaced";
  */
 export type Concern = Seat | "joined" | "read:" | `read:${Seat}`;
 
+/** Orders wake-ups and reads: a read that began after a waiter was woken sees what woke it. */
+let sequence = 0;
+export const nextSequence = (): number => ++sequence;
+
 /**
  * One waiting call: collects wake-ups so none is lost between a read and the next wait.
  * concern: the wake-up event that matters to the call (its own seat's inbox, "joined", a
@@ -24,6 +28,8 @@ export class Waiter {
   private resolve?: (reason: WakeReason) => void;
   /** The timer slot of the current wait (see TimerWheel.schedule). */
   private slot?: number;
+  /** When (nextSequence) it was last woken: a read begun later sees what woke it (long-polls.ts). */
+  firedAt = 0;
 
   constructor(
     private readonly wheel: TimerWheel,
@@ -45,6 +51,7 @@ export class Waiter {
   onGone = (): void => this.fire("aborted");
 
   fire(reason: WakeReason): void {
+    this.firedAt = nextSequence();
     const resolve = this.resolve;
     if (resolve) {
       this.resolve = undefined;

@@ -128,7 +128,12 @@ forEachTarget(
         for (let a = 0; a < CAP / PER_CLIENT; a++)
           for (let i = 0; i < PER_CLIENT; i++)
             held.push(
-              client.call("GET", "/v1/selftest", { query: { wait: 25_000 }, signal, node: 0, headers: from(`192.0.2.${a + 1}`) }),
+              client.call("GET", "/v1/selftest", {
+                query: { wait: 25_000 },
+                signal,
+                node: 0,
+                headers: from(`192.0.2.${a + 1}`),
+              }),
             );
         await until(target(), "duet_waiters_held", CAP);
         expect(await sample(target(), "duet_selftests_waiting")).toBe(CAP);
@@ -189,9 +194,13 @@ forEachTarget(
       const address = "203.0.113.50";
       const held: Promise<unknown>[] = [];
       try {
-        held.push(client.call("GET", "/v1/selftest", { query: { wait: 25_000 }, signal, node: 0, headers: from(address) }));
         held.push(
-          fetch(`${client.nodeUrl(0)}/v1/selftest?mode=stream`, { signal, headers: from(address) }).then((r) => r.text()),
+          client.call("GET", "/v1/selftest", { query: { wait: 25_000 }, signal, node: 0, headers: from(address) }),
+        );
+        held.push(
+          fetch(`${client.nodeUrl(0)}/v1/selftest?mode=stream`, { signal, headers: from(address) }).then((r) =>
+            r.text(),
+          ),
         );
         await until(target(), "duet_selftests_waiting", 2);
         expect(await sample(target(), "duet_waiters_held")).toBe(2);

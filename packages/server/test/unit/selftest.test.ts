@@ -117,7 +117,13 @@ it("the MCP probe keeps at most PROBE_SLOTS notes an address, and reads its own 
   };
   const selftests = new HeldSelftests();
   const probe = (name: string, client: string) =>
-    selftestProbe({ probe: `probe-${name}`, wait: 0 }, { tokenHash: "", baseUrl: "", client }, store, 10_000, selftests);
+    selftestProbe(
+      { probe: `probe-${name}`, wait: 0 },
+      { tokenHash: "", baseUrl: "", client },
+      store,
+      10_000,
+      selftests,
+    );
   for (let i = 0; i < 500; i++) await probe(String(i), "203.0.113.7");
   expect(notes.size).toBeLessThanOrEqual(PROBE_SLOTS);
   // A name's own note answers it at once; another address's names are its own.
