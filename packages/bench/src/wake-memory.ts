@@ -69,10 +69,9 @@ async function main(): Promise<void> {
       ),
     );
     // Until every recv is either held or answered (the node's own count).
-    let held = 0;
-    for (; (held = await waiting()) + answered < RECVS; ) await sleep(20);
+    while ((await waiting()) + answered < RECVS) await sleep(20);
     await sleep(200);
-    held = await waiting();
+    const held = await waiting();
     (globalThis as { gc?: () => void }).gc?.();
     const before = rss(server.pid);
     let peak = before;

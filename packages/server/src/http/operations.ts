@@ -72,8 +72,10 @@ const answers = new WeakMap<InboxSnapshot, { messages: InboxSnapshot["messages"]
 function messagesOf(snapshot: InboxSnapshot | undefined) {
   if (!snapshot) return undefined;
   if (snapshot.messages.length === 0) return { messages: snapshot.messages };
-  let body = answers.get(snapshot);
-  if (!body) answers.set(snapshot, (body = { messages: snapshot.messages }));
+  const kept = answers.get(snapshot);
+  if (kept) return kept;
+  const body = { messages: snapshot.messages };
+  answers.set(snapshot, body);
   return body;
 }
 /** A signal nobody aborts, for callers that cannot go away mid-call. */
