@@ -63,6 +63,8 @@ async function main(): Promise<void> {
     RATE_LIMIT_REQUESTS: "0",
     RATE_LIMIT_ROOMS: "0",
     ROOMS_PER_IP: "0",
+    // The load generator is one address standing for every seat.
+    MAX_WAITERS_PER_CLIENT: "off",
     SHUTDOWN_DRAIN_SECONDS: "1",
     LOG_LEVEL: "info",
     ...extraEnv,

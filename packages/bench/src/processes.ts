@@ -151,6 +151,8 @@ export function duetEnv(redisUrl: string, extra: Record<string, string> = {}): R
     RATE_LIMIT_REQUESTS: "0",
     RATE_LIMIT_ROOMS: "0",
     ROOMS_PER_IP: "0",
+    // The load generator is one address standing for every agent it simulates.
+    MAX_WAITERS_PER_CLIENT: "off",
     SHUTDOWN_DRAIN_SECONDS: "1",
     LOG_LEVEL: "info",
     ...extra,

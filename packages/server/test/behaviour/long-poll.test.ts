@@ -1,5 +1,6 @@
 // Long-poll recv: answers at once when something is pending, wakes on a send or a close,
 // returns an empty list when the wait runs out, and frees its wait when the client leaves.
+import { WAITERS_PER_SEAT } from "@duet/protocol";
 import { forEachTarget } from "../support/targets";
 
 const elapsed = async <T>(work: Promise<T>) => {
@@ -89,10 +90,11 @@ forEachTarget((target) => {
     await waiting;
   });
 
-  it("many recvs waiting on one room are all woken by one send", async () => {
+  it("a seat's waiting recvs (as many as a node holds of one seat) are all woken by one send", async () => {
     const { client } = target();
     const room = await client.pairedRoom();
-    const waiters = Array.from({ length: 5 }, () => client.recv(room.code, room.b, 20_000));
+    // MAX_WAITERS_PER_SEAT: one more would answer the oldest at once (waiter-bounds.test.ts).
+    const waiters = Array.from({ length: WAITERS_PER_SEAT }, () => client.recv(room.code, room.b, 20_000));
     await new Promise((r) => setTimeout(r, 300));
     await client.send(room.code, room.a, "to everyone");
     for (const reply of await Promise.all(waiters)) expect(reply.body.messages).toHaveLength(1);

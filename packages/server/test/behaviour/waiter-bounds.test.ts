@@ -229,5 +229,13 @@ forEachTarget(
       }
     });
   },
-  { env: { TRUST_PROXY: "1", MAX_WAITERS: String(CAP), MCP_MAX_WAIT_MS: String(MCP_HOLD_MS) } },
+  {
+    env: {
+      TRUST_PROXY: "1",
+      MAX_WAITERS: String(CAP),
+      // The default (the test harness turns it off: support/targets.ts).
+      MAX_WAITERS_PER_CLIENT: "auto",
+      MCP_MAX_WAIT_MS: String(MCP_HOLD_MS),
+    },
+  },
 );

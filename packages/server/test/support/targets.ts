@@ -67,6 +67,9 @@ const TEST_DEFAULTS: Record<string, string> = {
   RATE_LIMIT_REQUESTS: "0",
   RATE_LIMIT_ROOMS: "0",
   ROOMS_PER_IP: "0",
+  // Every test client is one address standing for many agents, as for the limits above
+  // (test/behaviour/waiter-bounds.test.ts turns it back on).
+  MAX_WAITERS_PER_CLIENT: "off",
   // Tests read the tally right after the change they count.
   STATS_CACHE_MS: "0",
   // The behaviour suite asserts answers, not the store deadline (the integration and
