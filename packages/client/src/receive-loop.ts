@@ -194,7 +194,8 @@ export class StreamSource {
           error instanceof DuetError &&
           error.status !== undefined &&
           !isTransient(error) &&
-          error.code !== "rate_limited";
+          error.code !== "rate_limited" &&
+          error.code !== "too_many_waiters";
         this.failures++;
         if (refused || (!this.opened && !this.only) || this.failures >= 3) {
           // A stream that never worked here (a buffering proxy, say) or keeps

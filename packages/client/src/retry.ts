@@ -24,7 +24,8 @@ export function isTransient(error: DuetError): boolean {
 
 /**
  * Runs `attempt` until it succeeds, the budget runs out or the caller aborts. Refusals
- * that mean "not now" (429 rate_limited, 503) are always retried: the relay did nothing.
+ * that mean "not now" (429 rate_limited and too_many_waiters, 503) are always retried: the
+ * relay did nothing.
  * Network errors only for calls that are safe to repeat. `onMailboxFull` decides how a
  * send waits for room in the mailbox.
  */
@@ -44,7 +45,9 @@ export async function retrying<T>(
       return await attempt(Math.max(1, Math.min(policy.requestTimeoutMs, deadline.remainingMs())), attemptNumber);
     } catch (error) {
       if (!(error instanceof DuetError)) throw error;
-      if (error.code === "rate_limited") {
+      // too_many_waiters: this address holds its share of the node's waiting calls; one of
+      // them ends within its wait, so the same wait after Retry-After.
+      if (error.code === "rate_limited" || error.code === "too_many_waiters") {
         const delayMs = (error.retryAfterSeconds ?? 1) * 1000;
         options.onWait?.({ reason: "rate_limited", delayMs, attempt: attemptNumber });
         await deadline.sleepWithin(delayMs, options.signal, error);

@@ -74,14 +74,14 @@ describe("retry engine", () => {
     };
   };
   const network = () => new DuetNetworkError("down");
-  const refused = (code: "rate_limited" | "unavailable" | "bad_request") =>
+  const refused = (code: "rate_limited" | "too_many_waiters" | "unavailable" | "bad_request") =>
     new DuetError(code, code, { status: 400, retryAfterSeconds: 0 });
 
-  it("retries rate_limited and unavailable for every call, network errors only for calls safe to repeat", async () => {
+  it("retries rate_limited, too_many_waiters and unavailable for every call, network errors only for calls safe to repeat", async () => {
     for (const kind of ["refusals", "refusals-and-network"] as const) {
-      const run = failingThen([refused("rate_limited"), refused("unavailable")]);
+      const run = failingThen([refused("rate_limited"), refused("too_many_waiters"), refused("unavailable")]);
       expect(await retrying(policy, "x", kind, {}, run.attempt)).toBe("done");
-      expect(run.calls()).toBe(3);
+      expect(run.calls()).toBe(4);
     }
     const safe = failingThen([network()]);
     expect(await retrying(policy, "x", "refusals-and-network", {}, safe.attempt)).toBe("done");
