@@ -187,6 +187,26 @@ check(
   /proxy_set_header\s+X-Forwarded-For\s/.test(nginx) && /proxy_set_header\s+X-Forwarded-Proto\s/.test(nginx),
   "nginx sets X-Forwarded-For and X-Forwarded-Proto",
 );
+// The relay exempts a trusted proxy from MAX_CONNECTIONS_PER_IP: the proxy bounds each client.
+const relayConnections = Number(
+  /MAX_CONNECTIONS_PER_IP:\s*integer\(([0-9_]+)/
+    .exec(readFileSync(join(ROOT, "packages/server/src/config.ts"), "utf8"))?.[1]
+    ?.replace(/_/g, ""),
+);
+const connectionLimit = Number(/^\s*limit_conn\s+duet_conn_per_client\s+([0-9]+);/m.exec(nginx)?.[1]);
+check(
+  /^\s*limit_conn_zone\s+\$binary_remote_addr\s+zone=duet_conn_per_client:/m.test(nginx) &&
+    connectionLimit > 0 &&
+    connectionLimit <= relayConnections,
+  `nginx limit_conn per client address ${connectionLimit} <= relay MAX_CONNECTIONS_PER_IP ${relayConnections}`,
+);
+for (const { obj } of k8sObjects.filter(({ obj }) => obj.kind === "Ingress")) {
+  const annotated = Number(obj.metadata?.annotations?.["nginx.ingress.kubernetes.io/limit-connections"]);
+  check(
+    annotated > 0 && annotated <= relayConnections,
+    `k8s Ingress ${obj.metadata?.name}: limit-connections ${annotated} <= relay MAX_CONNECTIONS_PER_IP`,
+  );
+}
 const upstreamKeepalive = seconds(/upstream\s+duet_relay\s*\{[^}]*keepalive_timeout\s+([^;]+);/.exec(nginx)?.[1]);
 const relayKeepalive = Number(relayServices[0]?.[1].environment?.KEEP_ALIVE_TIMEOUT_SECONDS ?? 65);
 check(

@@ -132,6 +132,11 @@ export const ConfigSchema = z
     ROOMS_PER_IP: integer(50, 0).describe(
       "Rooms one client IP may hold open at once (opened and not yet closed or ended), counted like the rate limits (IPv6 per /56, through `TRUST_PROXY`): with 2 MiB of unacked text each at most, this bounds what one address pins in the store. Beyond it open answers 429 `too_many_rooms` with `Retry-After`; `0` turns the limit off.",
     ),
+    // 1,024: two connections (a long-poll and a call) for each of 512 agents behind one NAT,
+    // more than the per-IP request limit lets one address keep busy.
+    MAX_CONNECTIONS_PER_IP: integer(1024, 0).describe(
+      "Open connections one client address may hold on a node (IPv6 per /56), counted when it connects: past it a new connection gets 429 `rate_limited` and is closed. Peers that `TRUST_PROXY` trusts are exempt (the proxy bounds its clients: nginx `limit_conn`, ingress-nginx `limit-connections`). With an open-file limit (`ulimit -n`) the node also accepts at most that limit less 256 connections in all, and one address at most half of those, so descriptors stay free for Redis, the metrics listener and everyone else. `0` turns the per-address bound off.",
+    ),
     MEMORY_STORE_MAX_BYTES: integer(256 * 1024 * 1024, 1024 * 1024).describe(
       "In-process store only (no Redis): the unacked text, idempotency keys and rooms it may hold in all, in bytes; beyond it open and send answer 507 `insufficient_storage` with `Retry-After`. On Redis, `maxmemory` with `noeviction` is the bound (writes then answer 503).",
     ),
@@ -306,6 +311,8 @@ function settingsFrom(e: z.infer<typeof ConfigSchema>) {
     },
     /** Live rooms one client address may hold (0: no limit). */
     roomsPerClient: e.ROOMS_PER_IP,
+    /** Open connections one client address may hold on a node (0: no bound). */
+    connectionsPerClient: e.MAX_CONNECTIONS_PER_IP,
     /** The in-process store's budget, in bytes. */
     memoryStoreMaxBytes: e.MEMORY_STORE_MAX_BYTES,
     /** An answer not taken by its client this long after it ended is dropped with its connection. */

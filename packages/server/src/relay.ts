@@ -13,6 +13,9 @@ import { FailOpenRedisRateLimitStore } from "./http/rate-limit.js";
 import { LeasedRedisRateLimitStore } from "./http/leased-rate-limit.js";
 import { serverOptionsFor } from "./http/request-classes.js";
 import { deferConnectionChecks, type ConnectionChecks } from "./http/connection-checks.js";
+import { connectionBounds, limitConnections, type ConnectionLimit } from "./http/connection-limit.js";
+import { declaredTooLarge } from "./http/body.js";
+import { openFileLimit } from "./realtime/admission.js";
 import { MemoryRoomStore } from "./store/memory/memory-store.js";
 import { createRedisConnections, type RedisClient } from "./store/redis/connection.js";
 import { ensureStorageFormat } from "./store/redis/format-version.js";
@@ -28,6 +31,8 @@ export interface RunningRelay {
   store: RoomStore;
   /** The slow-client timeouts the relay enforces (Node's own sweep is off). */
   connectionChecks: ConnectionChecks;
+  /** The per-address connection bound (MAX_CONNECTIONS_PER_IP). */
+  connectionLimit: ConnectionLimit;
   /** Graceful stop: readiness off, answer waiting recvs, finish in-flight requests, close. */
   shutdown(): Promise<void>;
   /** Settles once the store's format is checked: rejects with StorageFormatError on one this code does not know. */
@@ -113,6 +118,25 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   }
   // Requests born with the app's prototypes: see http/request-classes.ts (heap per waiting seat).
   const server = createServer(serverOptionsFor(app), app).listen(config.port, config.host, config.listenBacklog);
+  // Counted before any other connection listener sees the socket (connection-limit.ts).
+  const bounds = connectionBounds(config.connectionsPerClient, openFileLimit());
+  logger.info(
+    { connectionsPerClient: bounds.perAddress || "none", connections: bounds.total ?? "none" },
+    "connection bounds",
+  );
+  const trusted = app.get("trust proxy fn") as (address: string, hop: number) => boolean;
+  const connectionLimit = limitConnections(server, {
+    ...bounds,
+    isTrustedProxy: (address) => trusted(address, 0),
+    onRefused: () => metrics.countError("rate_limited"),
+  });
+  // A body declared larger than the relay takes is refused before it is sent: no 100 Continue,
+  // and the app answers 400 too_large at once (body.ts). Node's default writes 100 Continue
+  // before the app sees the request.
+  server.on("checkContinue", (req, res) => {
+    if (!declaredTooLarge(req)) res.writeContinue();
+    server.emit("request", req, res);
+  });
   // Slow clients (headers trickled, a 13 MiB body trickled) are timed out by the relay, not
   // by Node's sweep, which answered 408 to requests that had arrived while the event loop
   // was busy (connection-checks.ts).
@@ -194,7 +218,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     }
     logger.info({ drained }, "stopped");
   };
-  return { server, url, metricsUrl, store, connectionChecks, shutdown, storageFormat };
+  return { server, url, metricsUrl, store, connectionChecks, connectionLimit, shutdown, storageFormat };
 }
 
 /** http://host:port of a listening server; a wildcard address is reached on loopback. */

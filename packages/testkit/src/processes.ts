@@ -25,6 +25,11 @@ export interface RelayProcessOptions {
    * starts, not a measure.
    */
   timeoutMs?: number;
+  /**
+   * A command that runs the relay, the relay's own command line appended: `["prlimit",
+   * "--nofile=2048:2048", "--"]` starts it under an open-file limit from its first instruction.
+   */
+  wrapper?: string[];
 }
 
 export interface RelayProcess {
@@ -48,7 +53,8 @@ export interface RelayProcess {
 export async function spawnRelay(options: RelayProcessOptions): Promise<RelayProcess> {
   const keep = options.keepOutput ?? true;
   const timeoutMs = options.timeoutMs ?? 60_000;
-  const child = spawn(process.execPath, [options.main], {
+  const [command, ...args] = [...(options.wrapper ?? []), process.execPath, options.main];
+  const child = spawn(command!, args, {
     env: {
       HOST: "127.0.0.1",
       ...options.env,
