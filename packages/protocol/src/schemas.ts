@@ -47,10 +47,11 @@ export const IdempotencyKey = z
   )
   .describe("Reuse it when retrying the same send: the same key and text return the same id.");
 
+// Decimal digits only, within the ids a room can reach: "-1", "1.5", "0x10" and " 7" are
+// refused, not read as numbers by the store (until_read, after and Last-Event-ID say the same).
 export const MessageId = z
   .string()
-  .min(1)
-  .max(64)
+  .regex(/^[0-9]{1,15}$/, "a message id is 1 to 15 decimal digits")
   .describe(
     "Message id: decimal digits, unique within its room and larger for each later message (compare as numbers).",
   );

@@ -22,6 +22,8 @@ import type { RoomStore } from "./store/room-store.js";
 import { baseUrlFor } from "./http/base-url.js";
 import { clientAddresses } from "./http/client-address.js";
 import { errorHandler } from "./http/error-handler.js";
+import { refuseDeclaredTooLarge } from "./http/body.js";
+import { PublicDocument } from "./http/public-documents.js";
 import { downloadRoutes } from "./http/downloads.js";
 import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";
 import { renderLandingHtml, renderLandingMarkdown } from "./http/landing-page.js";
@@ -152,6 +154,14 @@ export function createApp(deps: AppDeps): DuetApp {
 
   app.use(log);
   app.use(securityHeaders());
+  // Two Host headers: Node serves the first, a proxy in front may have routed on the other.
+  app.use((req, _res, next) => {
+    let hosts = 0;
+    for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]!.toLowerCase() === "host") hosts++;
+    next(hosts > 1 ? apiError("bad_request", "Send one Host header.") : undefined);
+  });
+  // A body declared larger than any the relay takes: refused before a byte of it is read.
+  app.use(refuseDeclaredTooLarge);
   // A trusted X-Forwarded-For that names no address is refused before any limit counts it.
   app.use(forwardedClient);
   // Before any route: answers a client leaves unread are counted, dropped after a while, and
@@ -204,7 +214,7 @@ export function createApp(deps: AppDeps): DuetApp {
   // The self-test's stream mode answers an event stream; its longpoll mode is the table's route.
   app.use(selftestStream(publicLimiter, selftests));
   app.use(rooms.router);
-  app.use(streamRoute(streams));
+  app.use(streamRoute(streams, roomLimiter));
 
   // ---- MCP (Streamable HTTP, stateless): any User-Agent, same per-IP limits -------------
   app.use(
@@ -230,54 +240,62 @@ export function createApp(deps: AppDeps): DuetApp {
     const ready = !deps.isShuttingDown?.() && (await store.isReady());
     res.status(ready ? 200 : 503).json({ ready });
   });
-  app.get("/v1/api", (req, res) => {
-    cachePage(res);
-    // The base URL first: a refused Host answers the JSON 400, not JSON labelled as markdown.
-    const base = baseUrl(req);
-    res.type("text/markdown; charset=utf-8").send(
-      renderRecipe({
-        baseUrl: base,
-        idleMinutes: config.roomIdleMs / 60_000,
-        maxMinutes: config.roomMaxMs / 60_000,
-        endingKeepSeconds: config.roomEndingKeepMs / 1000,
-        roomsPerClient: config.roomsPerClient,
-        mcpMaxWaitMs: config.mcpMaxWaitMs,
-      }),
-    );
-  });
-  app.get("/v1/openapi.json", (req, res) => {
-    cachePage(res);
-    res.json(buildOpenApiDocument(baseUrl(req)));
-  });
-  app.get("/", (req, res) => {
-    cachePage(res);
-    const settings = {
-      baseUrl: baseUrl(req),
+  // The public documents: rendered once per base URL and variant, compressed once
+  // (http/public-documents.ts), and limited per address like every other call.
+  const recipe = new PublicDocument("text/markdown; charset=utf-8", (base) =>
+    renderRecipe({
+      baseUrl: base,
       idleMinutes: config.roomIdleMs / 60_000,
       maxMinutes: config.roomMaxMs / 60_000,
-    };
+      endingKeepSeconds: config.roomEndingKeepMs / 1000,
+      roomsPerClient: config.roomsPerClient,
+      mcpMaxWaitMs: config.mcpMaxWaitMs,
+    }),
+  );
+  const openApi = new PublicDocument("application/json; charset=utf-8", (base) =>
+    JSON.stringify(buildOpenApiDocument(base)),
+  );
+  const landingSettings = (base: string) => ({
+    baseUrl: base,
+    idleMinutes: config.roomIdleMs / 60_000,
+    maxMinutes: config.roomMaxMs / 60_000,
+  });
+  const landingHtml = new PublicDocument("text/html; charset=utf-8", (base) =>
+    renderLandingHtml(landingSettings(base)),
+  );
+  const landingMarkdown = new PublicDocument("text/markdown; charset=utf-8", (base) =>
+    renderLandingMarkdown(landingSettings(base)),
+  );
+  app.get("/v1/api", publicLimiter, (req, res) => {
+    // The base URL first: a refused Host answers the JSON 400, not JSON labelled as markdown.
+    const base = baseUrl(req);
+    cachePage(res);
+    recipe.send(req, res, base);
+  });
+  app.get("/v1/openapi.json", publicLimiter, (req, res) => {
+    const base = baseUrl(req);
+    cachePage(res);
+    openApi.send(req, res, base);
+  });
+  app.get("/", publicLimiter, (req, res) => {
+    const base = baseUrl(req);
+    cachePage(res);
     res.vary("Accept");
-    if (req.accepts(["text/markdown", "text/html"]) === "text/html")
-      return void res.type("html").send(renderLandingHtml(settings));
-    res.type("text/markdown; charset=utf-8").send(renderLandingMarkdown(settings));
+    const page = req.accepts(["text/markdown", "text/html"]) === "text/html" ? landingHtml : landingMarkdown;
+    page.send(req, res, base);
   });
   app.use(downloadRoutes(deps.publicDir ?? join(__dirname, "public"), publicLimiter, baseUrl));
-  app.get("/join/:code", async (req, res, next) => {
-    const code = normalizeRoomCode(req.params.code);
+  // The same page for every well-formed code (join-page.ts): no store lookup, nothing that
+  // tells a live room from an unknown code.
+  app.get("/join/:code", publicLimiter, (req, res, next) => {
+    const code = normalizeRoomCode(req.params.code as string);
     if (!code) return next(apiError("not_found", "This is not a duet room code."));
     const base = baseUrl(req);
-    let room: { e2e: boolean };
-    try {
-      // Only whether the room is end-to-end encrypted; an unknown room gets the plain page.
-      room = (await store.describeRoom(code)) ?? { e2e: false };
-    } catch (error) {
-      return next(error);
-    }
     cachePage(res, true);
     res.vary("Accept");
     if (req.accepts(["text/markdown", "text/html"]) === "text/html")
-      return void res.type("html").send(renderJoinHtml(base, code, room));
-    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(base, code, room));
+      return void res.type("html").send(renderJoinHtml(base, code));
+    res.type("text/markdown; charset=utf-8").send(renderJoinMarkdown(base, code));
   });
 
   // ---- everything else -----------------------------------------------------------------

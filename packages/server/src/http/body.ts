@@ -5,6 +5,7 @@
 // loop, after reading all of it, however many values it holds.
 import { type Duplex, finished, type Readable } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
+import type { IncomingMessage } from "node:http";
 import type { Request, RequestHandler } from "express";
 import { MAX_BODY_BYTES } from "@duet/protocol";
 import { type ApiError, apiError } from "../errors.js";
@@ -24,6 +25,27 @@ const endedEarly = () => apiError("bad_request", "The body ended early.");
 const hasBody = (req: Request) =>
   req.headers["transfer-encoding"] !== undefined ||
   (req.headers["content-length"] !== undefined && !Number.isNaN(Number(req.headers["content-length"])));
+
+/**
+ * Whether a request declares a body larger than any the relay takes (Content-Length, of
+ * whatever encoding: a compressed legal body is smaller than the limit). Such a request is
+ * answered at once (refuseDeclaredTooLarge), never read.
+ */
+export function declaredTooLarge(req: IncomingMessage): boolean {
+  const declared = req.headers["content-length"];
+  return declared !== undefined && /^[0-9]+$/.test(declared) && Number(declared) > MAX_BODY_BYTES;
+}
+
+/**
+ * Answers 400 too_large (docs/protocol.md §3.4) before reading a byte of a body declared too
+ * large, and closes the connection after the answer: waiting for 99,999,999,999 bytes held
+ * the request until its timeout (60 s).
+ */
+export const refuseDeclaredTooLarge: RequestHandler = (req, res, next) => {
+  if (!declaredTooLarge(req)) return next();
+  res.set("Connection", "close");
+  next(tooLarge());
+};
 
 /** The body as JSON (an empty body is `{}`) in req.body, or a catalogue error. */
 export const jsonBody: RequestHandler = (req, _res, next) => {

@@ -27,6 +27,7 @@ import {
   type OperationId,
 } from "@duet/protocol";
 import { ApiError, apiError } from "../errors.js";
+import { isGuess } from "./room-routes.js";
 import type { Logger } from "../logger.js";
 import type { RelayMetrics } from "../metrics.js";
 import { hashSeatToken } from "../store/credentials.js";
@@ -90,10 +91,40 @@ function rpcRefusal(
   message: string,
   duet: ErrorCode,
   id: string | number | null = null,
+  remedy: string = ERRORS[duet].remedy,
 ): void {
-  res
-    .status(status)
-    .json({ jsonrpc: "2.0", id, error: { code, message, data: { error: duet, remedy: ERRORS[duet].remedy } } });
+  res.status(status).json({ jsonrpc: "2.0", id, error: { code, message, data: { error: duet, remedy } } });
+}
+
+// The catalogue's 403 remedy is about the User-Agent; a refused Host or Origin is not.
+const SAME_SITE_REMEDY =
+  "Call /mcp at the relay's public address (PUBLIC_URL, which its operator sets) or on a loopback name; a browser page of another site cannot call it.";
+
+/**
+ * Makes every Cache-Control the answer is written with `no-store`: a tool's answer can carry a
+ * seat token, and the MCP SDK writes its event stream's headers itself (`no-cache,
+ * no-transform`, which lets a cache keep the answer and revalidate it).
+ */
+function keepNoStore(res: Response): void {
+  const noStore = (value: unknown) => (String(value).includes("no-transform") ? "no-store, no-transform" : "no-store");
+  const writeHead = res.writeHead;
+  res.writeHead = function (this: Response, ...args: unknown[]) {
+    const headers = args.find((arg, i) => i > 0 && typeof arg === "object" && arg !== null);
+    if (Array.isArray(headers)) {
+      // [name, value, name, value, ...] or [[name, value], ...]
+      for (let i = 0; i < headers.length; i++) {
+        const entry = headers[i];
+        if (Array.isArray(entry) && String(entry[0]).toLowerCase() === "cache-control") entry[1] = noStore(entry[1]);
+        else if (typeof entry === "string" && entry.toLowerCase() === "cache-control" && i % 2 === 0)
+          headers[i + 1] = noStore(headers[i + 1]);
+      }
+    } else if (headers) {
+      const record = headers as Record<string, unknown>;
+      for (const name of Object.keys(record))
+        if (name.toLowerCase() === "cache-control") record[name] = noStore(record[name]);
+    }
+    return (writeHead as (...a: unknown[]) => Response).apply(this, args);
+  } as Response["writeHead"];
 }
 
 type RpcMessage = { method?: unknown; params?: { name?: unknown; arguments?: unknown } } | null;
@@ -145,6 +176,8 @@ export function mcpRoutes(deps: McpDeps): Router {
         RpcErrorCode.InvalidParams,
         `Unknown tool: ${echoName(name)}. The tools are ${MCP_TOOLS.map((t) => t.tool.name).join(", ")}.`,
       );
+    // Set once a seat call reaches its room: its 401 or bare 404 is then a guess at a code.
+    let ran = false;
     try {
       if (!isPlainObject(args)) throw apiError("bad_request", "The arguments must be a JSON object.");
       let tokenHash = "";
@@ -166,6 +199,7 @@ export function mcpRoutes(deps: McpDeps): Router {
       // A waiting room call (recv, status) holds at most maxWaitMs on MCP, whatever it asked.
       if (entry.holds) input.wait = heldWaitMs(entry, input.wait, maxWaitMs);
       const run = operations[entry.id] as Operation<OperationId>;
+      ran = entry.spec.auth === "bearer";
       const result = await run(input as never, {
         tokenHash,
         token,
@@ -185,6 +219,11 @@ export function mcpRoutes(deps: McpDeps): Router {
       if (!failure) {
         logger.error({ err: error, tool: entry.id }, "internal error");
         failure = apiError("internal");
+      }
+      // Counted against the join budget as on REST (room-routes.ts): past it, 429.
+      if (ran && isGuess(failure)) {
+        const limited = await new Promise<unknown>((resolve) => deps.roomLimiter(req, req.res!, resolve));
+        if (limited instanceof ApiError) failure = limited;
       }
       metrics.countFailure(failure);
       return toolError(failure);
@@ -245,6 +284,8 @@ export function mcpRoutes(deps: McpDeps): Router {
         -32000,
         "Invalid Host header: /mcp answers only under PUBLIC_URL's host or a loopback name (DNS-rebinding protection).",
         "forbidden",
+        null,
+        SAME_SITE_REMEDY,
       );
     }
     if (origin !== undefined && !allowedOrigins(hosts, deps.publicUrl).has(origin)) {
@@ -255,6 +296,8 @@ export function mcpRoutes(deps: McpDeps): Router {
         -32000,
         "Invalid Origin header: /mcp answers pages of this relay's own origin only (DNS-rebinding protection).",
         "forbidden",
+        null,
+        SAME_SITE_REMEDY,
       );
     }
     next();
@@ -286,6 +329,7 @@ export function mcpRoutes(deps: McpDeps): Router {
       // A tool's answer can hold a seat token and (open) the base URL built from the request's
       // Host: no cache may keep it.
       res.setHeader("Cache-Control", "no-store");
+      keepNoStore(res);
       const message = req.body as RpcMessage;
       // A tools/call without a params object naming the tool: the SDK's own check would answer
       // -32603 (internal error) with a raw zod dump of what was sent.

@@ -12,6 +12,7 @@ import { type ClientGone, goneWhenClosed } from "../realtime/client-gone.js";
 import { clientKey } from "./rate-limit.js";
 import { renderedJson } from "./rendered.js";
 import { parseInput } from "./validate.js";
+import { ApiError } from "../errors.js";
 
 export interface RoomRouteDeps {
   operations: Operations;
@@ -47,6 +48,13 @@ export function roomRoutes({
   function failed(this: Response, error: unknown): void {
     errorHandler(error, this.req, this, noNext);
   }
+  // A seat call whose token holds no seat (401) or whose room is unknown (bare 404) is a guess
+  // at a code: 401 tells a live room from an unknown one, so these count against the join
+  // budget (RATE_LIMIT_ROOMS) like a join, and past it answer 429 (docs/security.md).
+  function failedSeatCall(this: Response, error: unknown): void {
+    if (!isGuess(error)) return void errorHandler(error, this.req, this, noNext);
+    roomLimiter(this.req, this, (limited?: unknown) => errorHandler(limited ?? error, this.req, this, noNext));
+  }
   for (const id of OPERATION_IDS) {
     const spec: EndpointSpec = ENDPOINTS[id];
     const run = operations[id] as Operation<OperationId>;
@@ -81,7 +89,10 @@ export function roomRoutes({
       // the request (req.next). Nothing after this route takes the request on but the error
       // middleware, which `failed` calls itself.
       req.next = undefined;
-      answer.then(spec.createsRoom ? answerNoStore.bind(res) : answerJson.bind(res), failed.bind(res));
+      answer.then(
+        spec.createsRoom ? answerNoStore.bind(res) : answerJson.bind(res),
+        (spec.auth === "bearer" ? failedSeatCall : failed).bind(res),
+      );
     };
     // Express 5 forwards a synchronous throw (401, 400) to the error middleware.
     const route = router.route(spec.path);
@@ -90,6 +101,11 @@ export function roomRoutes({
   }
   return { router };
 }
+
+/** A refusal that tells whether a code names a live room: a token that holds no seat, or an unknown room. */
+export const isGuess = (error: unknown): boolean =>
+  error instanceof ApiError &&
+  (error.code === "unauthorized" || (error.code === "not_found" && error.ended === undefined));
 
 function answerJson(this: Response, body: unknown): void {
   if (body === undefined) return;

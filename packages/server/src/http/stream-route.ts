@@ -2,7 +2,7 @@
 // Everything before the first byte (token, query, the room) answers JSON errors like every
 // other endpoint; after it, the stream's last event says why it ended. See
 // src/realtime/streams.ts for what it delivers and what it costs.
-import { Router, type Request, type Response } from "express";
+import { Router, type Request, type RequestHandler, type Response } from "express";
 import { StreamQuery, type Message, type RoomEnding, type StreamEndReason } from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { OpenStreams, PreparedStream, StreamSink } from "../realtime/streams.js";
@@ -10,6 +10,7 @@ import { type ClientGone, goneWhenClosed } from "../realtime/client-gone.js";
 import { seatTokenHash } from "./auth.js";
 import { clientKey } from "./rate-limit.js";
 import { parseInput } from "./validate.js";
+import { isGuess } from "./room-routes.js";
 
 // The sinks are classes, so that an open stream holds one small object and no closures.
 class SseSink implements StreamSink {
@@ -65,7 +66,8 @@ function resumeAfter(req: Request, after: string | undefined): number {
   return Math.max(Number(header || 0), Number(after ?? 0));
 }
 
-export function streamRoute(streams: OpenStreams): Router {
+/** `guessBudget`: the join budget, which a token holding no seat or an unknown room counts against (room-routes.ts). */
+export function streamRoute(streams: OpenStreams, guessBudget?: RequestHandler): Router {
   const router = Router();
   router.get("/v1/stream", async (req, res, next) => {
     // 'close' before the stream ended means the client went away: free the stream.
@@ -73,14 +75,18 @@ export function streamRoute(streams: OpenStreams): Router {
     let prepared: PreparedStream;
     let after: number;
     let format: "sse" | "ndjson";
+    let opening = false;
     try {
       const tokenHash = seatTokenHash(req);
       const query = parseInput(StreamQuery, req.query, "query");
       after = resumeAfter(req, query.after);
       format = query.format ?? "sse";
       // Proves the seat, finds the room and listens before the first byte: errors stay JSON.
+      opening = true;
       prepared = await streams.open({ code: query.code, tokenHash }, clientKey(req));
     } catch (error) {
+      if (opening && guessBudget && isGuess(error))
+        return guessBudget(req, res, (limited?: unknown) => next(limited ?? error));
       return next(error);
     }
     if (abandoned.aborted) return void prepared.stopWatching();
