@@ -24,6 +24,7 @@ import { clientAddresses } from "./http/client-address.js";
 import { errorHandler } from "./http/error-handler.js";
 import { refuseDeclaredTooLarge } from "./http/body.js";
 import { PublicDocument } from "./http/public-documents.js";
+import { fairTurns } from "./http/fair-turns.js";
 import { downloadRoutes } from "./http/downloads.js";
 import { renderJoinHtml, renderJoinMarkdown } from "./http/join-page.js";
 import { renderLandingHtml, renderLandingMarkdown } from "./http/landing-page.js";
@@ -153,6 +154,9 @@ export function createApp(deps: AppDeps): DuetApp {
   const userAgents = userAgentPolicy(config.userAgentPolicy);
 
   app.use(log);
+  // One address starts at most a few requests per turn of the event loop (http/fair-turns.ts).
+  const trusted = app.get("trust proxy fn") as (address: string, hop: number) => boolean;
+  app.use(fairTurns((address) => trusted(address, 0)));
   app.use(securityHeaders());
   // Two Host headers: Node serves the first, a proxy in front may have routed on the other.
   app.use((req, _res, next) => {

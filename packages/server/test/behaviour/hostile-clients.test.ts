@@ -75,6 +75,43 @@ forEachTarget(
       });
     });
 
+    it("one address pipelining thousands of requests cannot hold another client's call behind them", async () => {
+      const { hostname, port } = new URL(target().client.nodeUrl(0));
+      const FLOOD = 4000;
+      // Answers counted by their status lines; /healthz answers are all alike.
+      let floodAnswers = 0;
+      let floodText = "";
+      const flooder = connect({ host: hostname, port: Number(port), localAddress: "127.0.0.1" });
+      const other = connect({ host: hostname, port: Number(port), localAddress: "127.0.0.2" });
+      try {
+        await Promise.all([flooder, other].map((socket) => new Promise((r) => socket.once("connect", r))));
+        const firstFloodAnswer = new Promise<void>((resolve) => {
+          flooder.setEncoding("latin1");
+          flooder.on("data", (chunk: string) => {
+            floodText += chunk;
+            const lines = floodText.split("HTTP/1.1 200 ");
+            floodAnswers += lines.length - 1;
+            floodText = lines[lines.length - 1]!;
+            if (floodAnswers > 0) resolve();
+          });
+        });
+        flooder.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".repeat(FLOOD));
+        // Once the node is working through the flood, the other client calls.
+        await firstFloodAnswer;
+        const answered = new Promise<number>((resolve) => {
+          other.setEncoding("latin1");
+          other.once("data", () => resolve(floodAnswers));
+        });
+        other.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+        // A node that starts every request it has read answers a chunk of the flood (about
+        // 1,800 of these) before it; fair turns start a few per turn for each address.
+        expect(await answered).toBeLessThan(FLOOD / 10);
+      } finally {
+        flooder.destroy();
+        other.destroy();
+      }
+    });
+
     it("the MCP Host refusal says what to do about the Host, not the User-Agent", async () => {
       // fetch sends its own Host: a raw request names another.
       const body = JSON.stringify(mcpCall("open", {}));
@@ -195,8 +232,11 @@ forEachTarget(
     it("the public documents and the join page count against the request budget; health probes do not", async () => {
       const url = target().client.nodeUrl(0);
       const statuses: number[] = [];
-      for (const path of ["/v1/openapi.json", "/v1/api", "/", "/join/zzzz-zzzz-zzzz", "/v1/openapi.json"])
-        statuses.push((await fetch(`${url}${path}`)).status);
+      for (const path of ["/v1/openapi.json", "/v1/api", "/", "/join/zzzz-zzzz-zzzz", "/v1/openapi.json"]) {
+        const response = await fetch(`${url}${path}`);
+        await response.arrayBuffer();
+        statuses.push(response.status);
+      }
       expect(statuses).toEqual([200, 200, 200, 200, 429]);
       for (const path of ["/healthz", "/readyz"]) expect((await fetch(`${url}${path}`)).status).toBe(200);
     });
