@@ -49,7 +49,7 @@ describe("limitConnections", () => {
           }),
       ),
     );
-    for (const text of refused) expect(text).toMatch(/^HTTP\/1\.1 429 [^]*"error":"rate_limited"/);
+    for (const text of refused) expect(text).toMatch(/^HTTP\/1\.1 429 [\s\S]*"error":"rate_limited"/);
     expect(limit.refused).toBe(2);
     expect(limit.openFrom("127.0.0.1")).toBe(3);
     first[0]!.destroy();
