@@ -4,9 +4,9 @@
 // each turn for about 170 ms of answers (or of 429s, past the rate limit), and another
 // client's recv waited that long (p50 180 ms against 10 ms unflooded).
 //
-// An address starts at most PER_TURN requests in a turn; the rest wait in its queue, in
-// order, and each turn (the check phase, after the poll phase has read every socket) starts
-// PER_TURN more of every queue. A request from an address with nothing queued starts at once.
+// An address starts at most PER_TURN requests in a turn (16: a few milliseconds of work);
+// the rest wait in its queue, in order, and each turn (the check phase, after the poll phase
+// has read every socket) starts PER_TURN more of every queue. A request from an address with nothing queued starts at once.
 // Peers TRUST_PROXY trusts are not queued: behind a load balancer every request comes from
 // its few addresses, and it bounds its clients itself.
 import type { RequestHandler } from "express";
@@ -14,7 +14,7 @@ import { ipKeyGenerator } from "express-rate-limit";
 import { bareAddress } from "./client-address.js";
 
 /** Requests one address starts per turn of the event loop. */
-export const PER_TURN = 4;
+export const PER_TURN = 16;
 
 export function fairTurns(isTrustedProxy: (address: string) => boolean, perTurn = PER_TURN): RequestHandler {
   // Requests started this turn, and those waiting, by address.
