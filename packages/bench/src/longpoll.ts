@@ -65,6 +65,7 @@ async function main(): Promise<void> {
     ROOMS_PER_IP: "0",
     // The load generator is one address standing for every seat.
     MAX_WAITERS_PER_CLIENT: "off",
+    MAX_CONNECTIONS_PER_IP: "0",
     SHUTDOWN_DRAIN_SECONDS: "1",
     LOG_LEVEL: "info",
     ...extraEnv,

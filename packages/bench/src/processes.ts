@@ -153,6 +153,7 @@ export function duetEnv(redisUrl: string, extra: Record<string, string> = {}): R
     ROOMS_PER_IP: "0",
     // The load generator is one address standing for every agent it simulates.
     MAX_WAITERS_PER_CLIENT: "off",
+    MAX_CONNECTIONS_PER_IP: "0",
     SHUTDOWN_DRAIN_SECONDS: "1",
     LOG_LEVEL: "info",
     ...extra,

@@ -39,6 +39,7 @@ export const MCP_MAX_WAIT_MS = 10_000;
  * path holds a longer answer (GET /v1/selftest?wait=25000 answers 200, not an error).
  */
 export const FIRST_WAIT_MS = 8_000;
+/**
  * Waiting recvs and statuses one seat holds on one relay node by default (the relay's
  * MAX_WAITERS_PER_SEAT): one more answers the seat's oldest at once, as if its wait ran out.
  */
