@@ -180,9 +180,10 @@ beforeAll(async () => {
   startedAt = Math.floor(Date.now() / 1000) - 1;
   ({ topology, stop: stopTopology } = await startTopology(
     {
-      // Seven room creations (open or join) per address in ten minutes, the eighth refused;
-      // three rooms opened by one address live at once, the fourth refused.
-      RATE_LIMIT_ROOMS: "7",
+      // Eight room creations or guesses (open, join, a wrong token) per address in ten
+      // minutes, the ninth refused; three rooms opened by one address live at once, the
+      // fourth refused.
+      RATE_LIMIT_ROOMS: "8",
       ROOMS_PER_IP: "3",
       RATE_LIMIT_WINDOW_SECONDS: "600",
       RATE_LIMIT_REQUESTS: "1000",
@@ -226,6 +227,16 @@ beforeAll(async () => {
   // Room E (end-to-end encrypted): it stays open to the end.
   const e = await call("/v1/open", "POST", "/v1/open", { status: 200 }, { body: { e2e: true } });
   await call("/v1/join", "POST", "/v1/join", { status: 200 }, { body: { code: e.code } });
+  // A wrong token, while the room budget lasts: past it a guess is answered 429 like a join.
+  await call(
+    "/v1/recv",
+    "GET",
+    `/v1/recv?code=${a.code}&wait=0`,
+    { status: 401, error: "unauthorized" },
+    {
+      token: "not-a-seat-token",
+    },
+  );
   // A third room from this address, then a fourth while three are open: too_many_rooms.
   await call("/v1/open", "POST", "/v1/open", { status: 200 }, { body: {} });
   await call("/v1/open", "POST", "/v1/open", { status: 429, error: "too_many_rooms" }, { body: {} });
@@ -257,15 +268,6 @@ beforeAll(async () => {
   await call("/v1/send", "POST", "/v1/send", { status: 400, error: "bad_request" }, { token: a.token, rawBody: "{" });
   await send(a.token, a.code, "x".repeat(MAX_TEXT_BYTES + 1), { status: 400, error: "too_large" });
   await send(e.token, e.code, "not an envelope", { status: 400, error: "e2e_required" });
-  await call(
-    "/v1/recv",
-    "GET",
-    `/v1/recv?code=${a.code}&wait=0`,
-    { status: 401, error: "unauthorized" },
-    {
-      token: "not-a-seat-token",
-    },
-  );
   await call("/v1/send", "GET", "/v1/send", { status: 405, error: "method_not_allowed" });
   // A slow client straight at a replica (nginx forwards only whole requests): its headers never
   // finish, and past HEADERS_TIMEOUT_MS the relay answers the JSON 408 itself, outside Express.

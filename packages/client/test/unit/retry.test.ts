@@ -55,10 +55,10 @@ describe("send retries", () => {
   it("waits Retry-After on 429 rate_limited and retries with the same idempotency key", async () => {
     const { fetchImpl, calls } = scriptedFetch([
       () => refusal(429, "rate_limited", { "retry-after": "1" }),
-      () => json(200, { id: "m1" }),
+      () => json(200, { id: "1" }),
     ]);
     const client = new DuetClient({ baseUrl: "http://relay.test/", fetch: fetchImpl });
-    await expect(client.send(seat, "hello")).resolves.toEqual({ id: "m1" });
+    await expect(client.send(seat, "hello")).resolves.toEqual({ id: "1" });
     expect(calls).toHaveLength(2);
     expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(950);
     expect(calls[0]!.body).toEqual({ code: seat.code, text: "hello", idempotency_key: expect.any(String) });
@@ -70,9 +70,9 @@ describe("send retries", () => {
 
   it("uses a fresh key for each logical send, and the caller's key when given", async () => {
     const { fetchImpl, calls } = scriptedFetch([
-      () => json(200, { id: "m1" }),
-      () => json(200, { id: "m2" }),
-      () => json(200, { id: "m3" }),
+      () => json(200, { id: "1" }),
+      () => json(200, { id: "2" }),
+      () => json(200, { id: "3" }),
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
     await client.send(seat, "one");
@@ -87,11 +87,11 @@ describe("send retries", () => {
     const { fetchImpl, calls } = scriptedFetch([
       () => Promise.reject(new TypeError("fetch failed", { cause: { code: "ECONNRESET" } })),
       () => Promise.reject(new TypeError("fetch failed", { cause: { code: "ECONNREFUSED" } })),
-      () => json(200, { id: "m9" }),
+      () => json(200, { id: "9" }),
     ]);
     const waits: string[] = [];
     const client = new DuetClient({ fetch: fetchImpl });
-    await expect(client.send(seat, "hi", { onWait: (e) => waits.push(e.reason) })).resolves.toEqual({ id: "m9" });
+    await expect(client.send(seat, "hi", { onWait: (e) => waits.push(e.reason) })).resolves.toEqual({ id: "9" });
     expect(new Set(calls.map((c) => c.body!.idempotency_key)).size).toBe(1);
     expect(waits).toEqual(["network", "network"]);
   });
@@ -102,10 +102,10 @@ describe("send retries", () => {
       () => json(200, statusBody(0, 8)),
       () => json(200, statusBody(0, 8)),
       () => json(200, statusBody(0, 5)),
-      () => json(200, { id: "m8" }),
+      () => json(200, { id: "8" }),
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
-    await expect(client.send(seat, "ninth")).resolves.toEqual({ id: "m8" });
+    await expect(client.send(seat, "ninth")).resolves.toEqual({ id: "8" });
     expect(calls.map((c) => new URL(c.url).pathname)).toEqual([
       "/v1/send",
       "/v1/status",

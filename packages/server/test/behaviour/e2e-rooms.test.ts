@@ -132,7 +132,9 @@ forEachTarget((target) => {
       expect(html.text).toMatch(/<strong>If the join address you were given has <code>#k=…<\/code> after the code/);
       const plain = await client.pairedRoom();
       const plainPage = (await client.call("GET", `/join/${plain.code}`)).text;
-      expect(plainPage.split(plain.code).join("")).toBe(markdown.text.split(room.code).join(""));
+      // Over several nodes each answers with its own base URL: the rest must be the same.
+      const bare = (page: string, code: string) => page.split(code).join("").replace(/http:\/\/[^/\s'"]+/g, "BASE");
+      expect(bare(plainPage, plain.code)).toBe(bare(markdown.text, room.code));
       expect((await client.call("GET", `/join/aaaa-bbbb-cccc`)).status).toBe(200);
     });
   });

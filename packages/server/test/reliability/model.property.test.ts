@@ -149,7 +149,7 @@ async function runAgainstRelay(client: TestClient, ops: Op[]): Promise<void> {
     if (op.t === "ack") {
       const known = [...idOf.values()];
       const ids = op.picks.filter((i) => i < known.length).map((i) => known[known.length - 1 - i]!);
-      if (op.bogus) ids.push("no-such-id");
+      if (op.bogus) ids.push("999999999"); // well-formed, never pending
       const reply = await client.ack(code, tokens[op.seat]!, ids);
       count(`ack ${reply.status}${reply.body?.acked ? " deleted" : ""}`);
       if (!model.open) {
