@@ -417,8 +417,10 @@ test("a relay container at the Deployment's memory limit and NODE_OPTIONS, offer
     [
       ...["run", "-d", "--name", name, "--memory", `${memoryMiB}m`, "--memory-swap", `${memoryMiB}m`],
       ...["-e", `NODE_OPTIONS=${nodeOptions}`, "-e", "RATE_LIMIT_REQUESTS=0", "-e", "RATE_LIMIT_ROOMS=0"],
-      // Every stream comes from this one address: no share per address, the node's cap is what is tested.
-      ...["-e", "ROOMS_PER_IP=0", "-e", "MAX_WAITERS_PER_CLIENT=off", "-e", "LOG_LEVEL=warn", IMAGE],
+      // Every stream comes from this one address: no share or connection bound per address,
+      // the node's cap is what is tested.
+      ...["-e", "ROOMS_PER_IP=0", "-e", "MAX_WAITERS_PER_CLIENT=off", "-e", "MAX_CONNECTIONS_PER_IP=0"],
+      ...["-e", "LOG_LEVEL=warn", IMAGE],
     ],
     { env: ENV },
   );
