@@ -3,7 +3,7 @@
 // Each sentinel gets its own writable config file (Sentinel rewrites it) in its own temp
 // dir, removed at stop. Helpers find the current master and force failovers.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ask } from "./ask.js";
@@ -17,6 +17,21 @@ export interface SentinelOptions {
   name?: string;
   downAfterMs?: number;
   failoverTimeoutMs?: number;
+  /** More redis-server arguments for every data node (e.g. `--appendonly yes`). */
+  nodeArgs?: string[];
+  /** A file every node and sentinel appends its log to (each line names its pid and role). */
+  logFile?: string;
+}
+
+export interface RestartOptions {
+  /**
+   * "replica" (default): as a replica of the master the sentinels agree on, as Sentinel
+   * would reconfigure it. "master": with no replicaof, the role a master that was killed
+   * had (a supervisor restarting it with its own config before Sentinel fails it over).
+   */
+  as?: "replica" | "master";
+  /** Start from an empty data directory (a node that keeps nothing on disk) instead of its own. */
+  empty?: boolean;
 }
 
 export interface SpawnedSentinelProcess {
@@ -41,8 +56,12 @@ export interface SpawnedSentinelTopology {
   waitForReplicas(count: number, timeoutMs?: number): Promise<void>;
   /** SENTINEL FAILOVER: a clean switch (the old master is demoted to replica). */
   sentinelFailover(): Promise<void>;
-  /** Restarts a node that was killed, on its port, as a replica of the current master. */
-  restart(port: number): Promise<SpawnedRedis>;
+  /**
+   * Restarts a node that was killed, on its port, from its data directory (a replica keeps
+   * the RDB of its last full sync there; a node with `--appendonly yes` its AOF), by
+   * default as a replica of the current master.
+   */
+  restart(port: number, options?: RestartOptions): Promise<SpawnedRedis>;
   stop(): Promise<void>;
 }
 
@@ -66,6 +85,8 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
     "0",
     "--repl-ping-replica-period",
     "1",
+    ...(options.nodeArgs ?? []),
+    ...(options.logFile ? ["--logfile", options.logFile] : []),
   ];
   const nodes = new Map<number, SpawnedRedis>();
   const sentinelProcesses: SpawnedSentinelProcess[] = [];
@@ -150,6 +171,7 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
             `sentinel down-after-milliseconds ${name} ${options.downAfterMs ?? 1000}`,
             `sentinel failover-timeout ${name} ${options.failoverTimeoutMs ?? 5000}`,
             `sentinel parallel-syncs ${name} 1`,
+            ...(options.logFile ? [`logfile ${options.logFile}`] : []),
             "",
           ].join("\n"),
         );
@@ -219,9 +241,11 @@ export async function spawnSentinelTopology(options: SentinelOptions = {}): Prom
       }
       await waitForNewMaster(before);
     },
-    async restart(port: number) {
+    async restart(port: number, restartOptions: RestartOptions = {}) {
       const old = nodes.get(port);
-      const current = await masterPort();
+      if (restartOptions.empty && old?.dir)
+        for (const file of readdirSync(old.dir)) rmSync(join(old.dir, file), { recursive: true, force: true });
+      const current = restartOptions.as === "master" ? undefined : await masterPort();
       const node = await spawnRedis(
         [
           ...nodeArgs,
