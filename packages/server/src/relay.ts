@@ -17,7 +17,7 @@ import { connectionBounds, limitConnections, type ConnectionLimit } from "./http
 import { declaredTooLarge } from "./http/body.js";
 import { openFileLimit } from "./realtime/admission.js";
 import { MemoryRoomStore } from "./store/memory/memory-store.js";
-import { createRedisConnections, type RedisClient } from "./store/redis/connection.js";
+import { createRedisConnections, replicaProbe, type RedisClient } from "./store/redis/connection.js";
 import { ensureStorageFormat } from "./store/redis/format-version.js";
 import { RedisKeys } from "./store/redis/keys.js";
 import { RedisRoomStore } from "./store/redis/redis-store.js";
@@ -77,6 +77,7 @@ export function createStore(config: Config): StoreWiring {
           replicas: config.redis.writeAckReplicas,
           timeoutMs: config.redis.writeAckTimeoutMs,
           operationTimeoutMs: config.redis.commandTimeoutMs,
+          probe: replicaProbe(config.redis),
         }
       : undefined,
     onClose: stop,

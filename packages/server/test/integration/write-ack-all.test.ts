@@ -4,8 +4,10 @@
 //    the old master is back as a replica);
 //  - on a master that is still reachable after one of its replicas was promoted away from
 //    it (SENTINEL FAILOVER, a master that wakes up), a change its other replica confirms
-//    still answers 503 during the grace: that replica is about to resync from the new
-//    master and drop it;
+//    still answers 503 during the grace, and after it for as long as the promoted replica
+//    answers as a master: that replica is about to resync from the new master and drop it
+//    (a Sentinel slow to move it, e.g. in TILT, let the grace run out: the change was
+//    acknowledged, and lost when the failover finished);
 //  - while WAITs fall short (a replica stopped), changes beyond what can answer in time are
 //    refused before they are sent, instead of queuing on the connection behind WAITs that
 //    each hold it for the whole timeout.
@@ -16,7 +18,7 @@
 import { hashSeatToken } from "../../src/store/credentials";
 import { spawnRedis, spawnSentinelTopology, type SpawnedRedis, type SpawnedSentinelTopology, ask } from "@duet/testkit";
 import { RedisWakeupBus } from "../../src/realtime/redis-wakeups";
-import { createRedisConnections } from "../../src/store/redis/connection";
+import { createRedisConnections, replicaProbe } from "../../src/store/redis/connection";
 import { RedisKeys } from "../../src/store/redis/keys";
 import { RedisRoomStore } from "../../src/store/redis/redis-store";
 import { startTarget, uniquePrefix, type RelayTarget } from "../support/targets";
@@ -100,12 +102,8 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
   /** A store with connections of its own on the master: another relay's. */
   const storeOn = async (prefix: string) => {
     const keys = new RedisKeys(prefix);
-    const connections = createRedisConnections({
-      url: master.url,
-      tls: false,
-      commandTimeoutMs: 1500,
-      writeAckReplicas: "all",
-    });
+    const settings = { url: master.url, tls: false, commandTimeoutMs: 1500, writeAckReplicas: "all" as const };
+    const connections = createRedisConnections(settings);
     const store = new RedisRoomStore({
       client: connections.commands,
       subscriber: connections.subscriber,
@@ -113,7 +111,13 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
       keyPrefix: prefix,
       lifetimes: { idleMs: 600_000, maxMs: 600_000 },
       operationTimeoutMs: 1500,
-      writeAck: { client: connections.acked!, replicas: "all", timeoutMs: 500, graceMs: GRACE_MS },
+      writeAck: {
+        client: connections.acked!,
+        replicas: "all",
+        timeoutMs: 500,
+        graceMs: GRACE_MS,
+        probe: replicaProbe(settings),
+      },
       onClose: connections.stop,
     });
     for (const deadline = Date.now() + 10_000; connections.acked!.status !== "ready" || !(await store.isReady()); )
@@ -149,7 +153,7 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
     }
   };
 
-  it("a replica promoted away from a master that still takes writes: the other replica's confirmation is not enough during the grace", async () => {
+  it("a replica promoted away from a master that still takes writes: the other replica's confirmation is not enough, during the grace or after it while the promoted one answers as a master", async () => {
     const room = await store.openRoom();
     await store.joinRoom(room.code);
     await sendOk(room.code, room.token, "both replicas");
@@ -160,12 +164,13 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
       for (const deadline = Date.now() + 10_000; (await onlineReplicas(master.port)) !== 1; await sleep(50))
         if (Date.now() > deadline) throw new Error("the master never saw its replica leave");
       // The remaining replica confirms every change, but it would resync from the new master
-      // and lose it: refused until the grace is over...
+      // and lose it: refused during the grace...
       const refused = await send(room.code, room.token, "only the other replica");
       expect(refused).toMatchObject({ code: "unavailable", status: 503 });
-      // ...after which the master's replicas are the one it has.
+      // ...and after it, since the promoted replica answers as a master: this one has been
+      // failed over, whatever Sentinel has yet to do (the next test finishes such a failover).
       await sleep(GRACE_MS);
-      await sendOk(room.code, room.token, "after the grace");
+      expect(await send(room.code, room.token, "after the grace")).toMatchObject({ code: "unavailable", status: 503 });
       expect(await onlineReplicas(master.port)).toBe(1);
       expect(await ask(other.port, async (c) => (await c.info("replication")).includes("master_link_status:up"))).toBe(
         true,
@@ -177,6 +182,27 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
       if (Date.now() > deadline) throw new Error("the replica never came back");
     // Back: both are waited for again at once.
     await sendOk(room.code, room.token, "both again");
+  }, 120_000);
+
+  it("a replica that left and does not answer (down): after the grace, changes go on with the other", async () => {
+    const room = await store.openRoom();
+    await store.joinRoom(room.code);
+    await sendOk(room.code, room.token, "both replicas");
+    const gone = replicas[1]!;
+    gone.process.kill("SIGSTOP");
+    try {
+      expect(await send(room.code, room.token, "finds it silent")).toMatchObject({ code: "unavailable" });
+      // Quiet past ATTACHED_LAG_SECONDS, then its grace: a replica that does not answer is down.
+      const without = await untilOk(async () => {
+        const result = await send(room.code, room.token, "without it", store, "k-without");
+        return result instanceof Error ? { status: 503 } : { status: 200 };
+      }, 60_000);
+      expect(without.status).toBe(200);
+    } finally {
+      gone.process.kill("SIGCONT");
+    }
+    for (const deadline = Date.now() + 20_000; (await onlineReplicas(master.port)) < 2; await sleep(100))
+      if (Date.now() > deadline) throw new Error("the replica never came back");
   }, 120_000);
 
   it("a stopped replica: a burst of changes is refused unsent, not queued behind WAITs that each take their whole timeout", async () => {
@@ -236,6 +262,95 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
       expect(replay).toMatchObject({ status: 200, replayed: true });
     } finally {
       await other.close();
+    }
+  }, 120_000);
+});
+
+describe("write-ack all: a failover that Sentinel finishes late (no Sentinel: done by hand)", () => {
+  it("the old master and its other replica acknowledge nothing while the promoted replica is a master, so finishing the failover loses nothing", async () => {
+    const GRACE_MS = 2000;
+    const master = await spawnRedis(["--repl-ping-replica-period", "1"]);
+    const [promoted, other] = [
+      await spawnRedis(["--replicaof", "127.0.0.1", String(master.port)]),
+      await spawnRedis(["--replicaof", "127.0.0.1", String(master.port)]),
+    ];
+    const stores: RedisRoomStore[] = [];
+    /** A store on `node` (write-ack all, the relay's probe): a relay connected there. */
+    const storeAt = async (node: SpawnedRedis, prefix: string) => {
+      const keys = new RedisKeys(prefix);
+      const settings = { url: node.url, tls: false, commandTimeoutMs: 1500, writeAckReplicas: "all" as const };
+      const connections = createRedisConnections(settings);
+      const store = new RedisRoomStore({
+        client: connections.commands,
+        subscriber: connections.subscriber,
+        wakeups: new RedisWakeupBus(connections.subscriber, (code) => keys.wakeChannel(code), undefined, 1500),
+        keyPrefix: prefix,
+        lifetimes: { idleMs: 600_000, maxMs: 600_000 },
+        operationTimeoutMs: 1500,
+        writeAck: {
+          client: connections.acked!,
+          replicas: "all",
+          timeoutMs: 500,
+          graceMs: GRACE_MS,
+          probe: replicaProbe(settings),
+        },
+        onClose: connections.stop,
+      });
+      stores.push(store);
+      for (const deadline = Date.now() + 10_000; connections.acked!.status !== "ready" || !(await store.isReady()); )
+        if (Date.now() > deadline) throw new Error("the store never connected");
+        else await sleep(50);
+      return store;
+    };
+    const linkUp = async (node: SpawnedRedis) =>
+      (await ask(node.port, (c) => c.info("replication")))?.includes("master_link_status:up") ?? false;
+    try {
+      for (const deadline = Date.now() + 20_000; (await onlineReplicas(master.port)) < 2; await sleep(100))
+        if (Date.now() > deadline) throw new Error("replicas never came online");
+      const prefix = uniquePrefix();
+      const store = await storeAt(master, prefix);
+      const room = await store.openRoom();
+      const peer = await store.joinRoom(room.code);
+      const acknowledged: string[] = [];
+      const send = async (text: string) => {
+        try {
+          await store.sendMessage({ code: room.code, tokenHash: hashSeatToken(room.token), text, envelope: false });
+          acknowledged.push(text);
+          return 200;
+        } catch (error) {
+          return (error as { status?: number }).status;
+        }
+      };
+      expect((await untilOk(async () => ({ status: (await send("before")) ?? 0 }))).status).toBe(200);
+      // Sentinel promotes a replica, and then (slow: a sentinel in TILT does nothing for 30 s)
+      // does not yet move the other one to it: the old master keeps that one.
+      expect(await ask(promoted.port, (c) => c.replicaof("NO", "ONE"))).toBe("OK");
+      for (const deadline = Date.now() + 10_000; (await onlineReplicas(master.port)) !== 1; await sleep(50))
+        if (Date.now() > deadline) throw new Error("the master never saw its replica leave");
+      // Refused during the grace (which starts when a change sees the replica gone)...
+      expect(await send("during the grace")).toBe(503);
+      await sleep(GRACE_MS + 500);
+      // ...and past it: the old master and the replica it kept would acknowledge this.
+      const afterGrace = await send("after the grace");
+      // Sentinel finishes: the other replica and the old master follow the new master.
+      expect(await ask(other.port, (c) => c.replicaof("127.0.0.1", String(promoted.port)))).toBe("OK");
+      expect(await ask(master.port, (c) => c.replicaof("127.0.0.1", String(promoted.port)))).toBe("OK");
+      for (const deadline = Date.now() + 20_000; !((await linkUp(other)) && (await linkUp(master))); await sleep(100))
+        if (Date.now() > deadline) throw new Error("the failover never finished");
+      // Every acknowledged change is on the new master.
+      const onNew = await storeAt(promoted, prefix);
+      let inbox;
+      for (let attempt = 0; !inbox; attempt++) {
+        inbox = await onNew.readInbox({ code: room.code, tokenHash: hashSeatToken(peer.token) }, false).catch((e) => {
+          if (attempt >= 40) throw e;
+          return sleep(250).then(() => undefined);
+        });
+      }
+      expect({ onTheNewMaster: inbox.messages.map((m) => m.text) }).toEqual({ onTheNewMaster: acknowledged });
+      expect(afterGrace).toBe(503);
+    } finally {
+      await Promise.all(stores.map((store) => store.close()));
+      await Promise.all([master, promoted, other].map((node) => node.stop("SIGKILL")));
     }
   }, 120_000);
 });

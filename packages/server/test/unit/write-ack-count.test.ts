@@ -2,7 +2,13 @@
 // own `INFO replication` (docs/high-availability.md, "Write-ack all"). Pure logic on a
 // fake clock; the integration test (test/integration/write-ack-all.test.ts) runs it against
 // real replicas.
-import { ATTACHED_LAG_SECONDS, parseReplication, ReplicaCount } from "../../src/store/redis/write-ack";
+import {
+  ATTACHED_LAG_SECONDS,
+  parseReplication,
+  PROBE_EVERY_MS,
+  ReplicaCount,
+  servesAnotherMaster,
+} from "../../src/store/redis/write-ack";
 
 const info = (replid: string, replicas: string[], role = "master") =>
   [
@@ -118,5 +124,76 @@ describe("ReplicaCount", () => {
     expect(c.expected("10.0.0.1:7000")).toBe(1);
     expect(c.expected("10.0.0.2:7000")).toBe(2);
     expect(c.knows("10.0.0.3:7000")).toBe(false);
+  });
+});
+
+describe("ReplicaCount with a probe: a replica that left is asked where it went", () => {
+  let now = 0;
+  /** What each replica answers to INFO replication (undefined: it does not answer). */
+  let answers: Map<string, string | undefined>;
+  const probe = async (address: string) => answers.get(address);
+  const count = () => new ReplicaCount(10_000, () => now, probe);
+  const settled = () => new Promise((resolve) => setImmediate(resolve));
+  const asReplicaOf = (replid: string, link = "up") =>
+    ["# Replication", "role:slave", `master_link_status:${link}`, `master_replid:${replid}`, ""].join("\r\n");
+  beforeEach(() => {
+    now = 1_000_000;
+    answers = new Map();
+  });
+
+  it("tells a replica serving another master from one following this one, or syncing", () => {
+    expect(servesAnotherMaster(info("new", []), "m")).toBe(true);
+    expect(servesAnotherMaster(asReplicaOf("new"), "m")).toBe(true);
+    expect(servesAnotherMaster(asReplicaOf("m"), "m")).toBe(false);
+    // A replica still syncing reports the id it had: not a sign of another master.
+    expect(servesAnotherMaster(asReplicaOf("new", "down"), "m")).toBe(false);
+  });
+
+  it("one promoted away (it answers as a master) is waited for past the grace: this master has been failed over", async () => {
+    const c = count();
+    c.observe("", info("m", [online(1), online(2)]));
+    answers.set("10.0.0.1:2", info("new", []));
+    expect(c.observe("", info("m", [online(1)]))).toBe(2);
+    await settled();
+    now += 60_000;
+    // Sentinel has not moved replica 1 yet (slow, in TILT): it alone must not confirm anything.
+    expect(c.observe("", info("m", [online(1)]))).toBe(2);
+    // Replica 1 follows the new master too: nothing here can reach two replicas any more.
+    answers.set("10.0.0.1:1", asReplicaOf("new"));
+    expect(c.observe("", info("m", []))).toBe(2);
+  });
+
+  it("one that does not answer is down: after the grace, changes go on without it; if it turns up as a master, it counts again", async () => {
+    const c = count();
+    c.observe("", info("m", [online(1), online(2)]));
+    expect(c.observe("", info("m", [online(1)]))).toBe(2);
+    await settled();
+    now += 10_000;
+    expect(c.expected("")).toBe(1);
+    await settled();
+    answers.set("10.0.0.1:2", info("new", []));
+    now += PROBE_EVERY_MS;
+    c.expected(""); // asks again
+    await settled();
+    expect(c.expected("")).toBe(2);
+  });
+
+  it("one back with this master (syncing, or following it again) ends its grace as usual", async () => {
+    const c = count();
+    c.observe("", info("m", [online(1), online(2)]));
+    answers.set("10.0.0.1:2", asReplicaOf("m"));
+    expect(c.observe("", info("m", [online(1)]))).toBe(2);
+    await settled();
+    now += 10_000;
+    expect(c.expected("")).toBe(1);
+  });
+
+  it("past the grace, one not yet answered is still waited for", () => {
+    const c = count();
+    c.observe("", info("m", [online(1), online(2)]));
+    answers.set("10.0.0.1:2", info("new", []));
+    c.observe("", info("m", [online(1)]));
+    now += 10_000; // the answer has not come back (no await)
+    expect(c.expected("")).toBe(2);
   });
 });

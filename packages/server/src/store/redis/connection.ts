@@ -147,6 +147,43 @@ const sentinelOptions = (settings: RedisSettings): RedisOptions => {
   };
 };
 
+/**
+ * Write-ack "all": asks a replica that left its master where it went (INFO replication),
+ * on a short-lived connection of its own with the data nodes' credentials and TLS, at the
+ * address its master lists (through Sentinel's NAT map, as the relay reaches the master).
+ * Undefined when it does not answer within the command timeout: down, or not reachable.
+ */
+export function replicaProbe(settings: RedisSettings): (address: string) => Promise<string | undefined> {
+  const url = settings.url ? new URL(settings.url) : undefined;
+  return async (address) => {
+    const at = address.lastIndexOf(":");
+    const reported = { host: address.slice(0, at), port: Number(address.slice(at + 1)) };
+    const { host, port } = settings.sentinel?.natMap?.[address] ?? reported;
+    const client = new Redis({
+      host,
+      port,
+      username: url ? decodeURIComponent(url.username) || undefined : settings.username,
+      password: url ? decodeURIComponent(url.password) || undefined : settings.password,
+      tls: (url ? url.protocol === "rediss:" : settings.tls) ? {} : undefined,
+      lazyConnect: true,
+      enableOfflineQueue: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      connectTimeout: settings.commandTimeoutMs,
+      commandTimeout: settings.commandTimeoutMs,
+    });
+    client.on("error", () => undefined);
+    try {
+      await client.connect();
+      return await client.info("replication");
+    } catch {
+      return undefined;
+    } finally {
+      client.disconnect();
+    }
+  };
+}
+
 export interface RedisConnections {
   /** Scripts, tallies, pings. */
   commands: RedisClient;

@@ -27,6 +27,12 @@ export interface WriteAck {
   /** "all": how long a replica that left the master still counts (default DETACH_GRACE_MS). */
   graceMs?: number;
   /**
+   * "all": `INFO replication` of a replica at its address as its master lists it (host:port),
+   * undefined when it does not answer. With it, a replica that left is asked where it went,
+   * and its grace does not run out while it serves another master (see DepartedReplica).
+   */
+  probe?: ReplicaProbe;
+  /**
    * How long a change may take in all (the store's operation timeout, REDIS_COMMAND_TIMEOUT_MS):
    * bounds the changes queued behind WAITs that time out (see WriteAcknowledger.change).
    */
@@ -50,6 +56,25 @@ export const ATTACHED_LAG_SECONDS = 5;
  * that really fails costs this long of 503s before changes go on without it.
  */
 export const DETACH_GRACE_MS = 10_000;
+
+/** How often a replica that left is asked again where it went (PROBE_EVERY_MS), and for how long at most. */
+export const PROBE_EVERY_MS = 1000;
+const PROBE_FOR_MS = 600_000;
+
+/** `INFO replication` of the node at host:port, undefined when it does not answer. */
+export type ReplicaProbe = (address: string) => Promise<string | undefined>;
+
+/**
+ * Whether a replica that left a master (known by its replication id) now serves another:
+ * it answers as a master (promoted), or follows a master with another replication id. Then
+ * the master it left has been failed over, and every replica still with it will resync
+ * from the new one and drop what it confirmed: that master must acknowledge nothing more.
+ */
+export function servesAnotherMaster(info: string, replid: string): boolean {
+  const node = parseReplication(info);
+  if (node.role === "master") return true;
+  return /\bmaster_link_status:up\b/.test(info) && node.replid !== "" && node.replid !== replid;
+}
 
 /** A change that reached the master but not enough replicas: its outcome is unknown. */
 export function notReplicated(confirmed: number, wanted: number): ApiError {
@@ -98,10 +123,20 @@ export function parseReplication(info: string): Replication {
   return { role: fields.get("role") ?? "", replid: fields.get("master_replid") ?? "", attached };
 }
 
+interface DepartedReplica {
+  /** When it left (this process's clock). */
+  at: number;
+  /** With a probe: what the last answer said (undefined: none yet), and when it was asked. */
+  elsewhere?: boolean;
+  askedAt?: number;
+  asking?: boolean;
+}
+
 interface MasterView {
+  replid: string;
   attached: Set<string>;
-  /** Replicas that left, and when (this process's clock). */
-  leftAt: Map<string, number>;
+  /** Replicas that left. */
+  left: Map<string, DepartedReplica>;
   seenAt: number;
 }
 
@@ -119,17 +154,41 @@ export class ReplicaCount {
   constructor(
     readonly graceMs = DETACH_GRACE_MS,
     private readonly now: () => number = Date.now,
+    private readonly probe?: ReplicaProbe,
   ) {}
 
+  /**
+   * Every replica attached, and every one that left within the grace. Past the grace, one
+   * that left still counts while it serves another master (or, with a probe, until a first
+   * answer says where it is): the grace alone would run out while Sentinel is slow to move
+   * the master's other replicas (a sentinel in TILT stalls a failover for 30 s), and this
+   * master and a replica about to resync away would then acknowledge changes the failover
+   * throws away. One that does not answer is down: changes go on without it.
+   */
   private required(view: MasterView | undefined): number {
     if (!view) return 1;
     let count = view.attached.size;
     const now = this.now();
-    for (const [replica, at] of view.leftAt) {
-      if (now - at < this.graceMs) count++;
-      else view.leftAt.delete(replica);
+    for (const [replica, departed] of view.left) {
+      if (this.probe) this.ask(view, replica, departed, now);
+      if (now - departed.at < this.graceMs) count++;
+      else if (!this.probe || now - departed.at > PROBE_FOR_MS) view.left.delete(replica);
+      else if (departed.elsewhere !== false) count++;
     }
     return Math.max(1, count);
+  }
+
+  /** Asks a replica that left where it went, at most every PROBE_EVERY_MS. */
+  private ask(view: MasterView, replica: string, departed: DepartedReplica, now: number) {
+    if (departed.asking || (departed.askedAt !== undefined && now - departed.askedAt < PROBE_EVERY_MS)) return;
+    departed.asking = true;
+    departed.askedAt = now;
+    this.probe!(replica)
+      .catch(() => undefined)
+      .then((info) => {
+        departed.asking = false;
+        departed.elsewhere = info === undefined ? false : servesAnotherMaster(info, view.replid);
+      });
   }
 
   /** Whether a change has told us which master is at `node`. */
@@ -160,13 +219,13 @@ export class ReplicaCount {
     this.replidAt.set(node, replid);
     let view = this.masters.get(replid);
     if (!view) {
-      view = { attached: new Set(), leftAt: new Map(), seenAt: now };
+      view = { replid, attached: new Set(), left: new Map(), seenAt: now };
       this.masters.set(replid, view);
       this.forgetOld(now);
     }
     const current = new Set(attached);
-    for (const replica of view.attached) if (!current.has(replica)) view.leftAt.set(replica, now);
-    for (const replica of current) view.leftAt.delete(replica);
+    for (const replica of view.attached) if (!current.has(replica)) view.left.set(replica, { at: now });
+    for (const replica of current) view.left.delete(replica);
     view.attached = current;
     view.seenAt = now;
     return this.required(view);
@@ -207,7 +266,7 @@ export class WriteAcknowledger {
   constructor(readonly ack: WriteAck) {
     this.queueLimit = Math.max(1, Math.floor((ack.operationTimeoutMs ?? 1500) / ack.timeoutMs));
     if (ack.replicas === "all") {
-      this.count = new ReplicaCount(ack.graceMs);
+      this.count = new ReplicaCount(ack.graceMs, Date.now, ack.probe);
       // A reconnect on one Redis may reach another master (Sentinel): learn its replicas
       // before the next change instead of asking WAIT for the old master's number.
       if (!(ack.client instanceof Cluster)) ack.client.on("ready", () => this.count?.forget(""));
