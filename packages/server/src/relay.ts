@@ -3,6 +3,7 @@
 import { createServer, type Server } from "node:http";
 import type { Socket } from "node:net";
 import type { Store } from "express-rate-limit";
+import { Cluster } from "ioredis";
 import { createApp } from "./app.js";
 import { createMetricsServer } from "./metrics-listener.js";
 import { within } from "./deadline.js";
@@ -99,6 +100,32 @@ export function createStore(config: Config): StoreWiring {
   };
 }
 
+/**
+ * Write-ack promises only as much as the master keeps: a master restarted (by a supervisor)
+ * before Sentinel fails it over comes back with what it has on disk, and its replicas
+ * resync from it and drop the rest, acknowledged or not (docs/high-availability.md). Says
+ * so, once per master, when the master the write-ack connection reaches keeps no
+ * append-only file. One Redis or Sentinel; on a cluster a command reaches no one master.
+ */
+function warnWithoutAof(acked: RedisClient, logger: Logger): void {
+  if (acked instanceof Cluster) return;
+  const warned = new Set<string>();
+  acked.on("ready", () => {
+    (acked.call("INFO", "server", "persistence") as Promise<string>).then(
+      (info) => {
+        const runId = /\brun_id:(\w+)/.exec(info)?.[1] ?? "";
+        if (!/\baof_enabled:0\b/.test(info) || warned.has(runId)) return;
+        warned.add(runId);
+        logger.warn(
+          { connection: "acked-writes" },
+          "write-ack: the Redis master keeps no append-only file (appendonly no). Restarted before Sentinel fails it over, it comes back without the changes it acknowledged and its replicas resync from it and lose them too: set appendonly yes on every data node, or never restart a failed master automatically (docs/high-availability.md)",
+        );
+      },
+      () => undefined,
+    );
+  });
+}
+
 export async function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
   const { store, rateLimitStores, connections, storageFormat = Promise.resolve() } = createStore(config);
   let shuttingDown = false;
@@ -117,6 +144,8 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
       logger.info({ connection: name }, "redis ready");
     });
   }
+  const acked = connections.find(([name]) => name === "acked-writes")?.[1];
+  if (acked) warnWithoutAof(acked, logger);
   // Requests born with the app's prototypes: see http/request-classes.ts (heap per waiting seat).
   const server = createServer(serverOptionsFor(app), app).listen(config.port, config.host, config.listenBacklog);
   // Counted before any other connection listener sees the socket (connection-limit.ts).

@@ -11,10 +11,15 @@
 //  - while WAITs fall short (a replica stopped), changes beyond what can answer in time are
 //    refused before they are sent, instead of queuing on the connection behind WAITs that
 //    each hold it for the whole timeout.
+//  - a relay whose master keeps no append-only file says so at start-up;
 //  - a send retried through another relay (another connection) finds its first attempt
 //    stored and answers it as a replay: acknowledged only once the replicas have that first
 //    attempt (the replay refreshes the room's expiry, a write, so its WAIT covers it), not
 //    because the other connection's own earlier writes were confirmed.
+import { Writable } from "node:stream";
+import { loadConfig } from "../../src/config";
+import { createLogger } from "../../src/logger";
+import { startRelay } from "../../src/relay";
 import { hashSeatToken } from "../../src/store/credentials";
 import { spawnRedis, spawnSentinelTopology, type SpawnedRedis, type SpawnedSentinelTopology, ask } from "@duet/testkit";
 import { RedisWakeupBus } from "../../src/realtime/redis-wakeups";
@@ -353,4 +358,36 @@ describe("write-ack all: a failover that Sentinel finishes late (no Sentinel: do
       await Promise.all([master, promoted, other].map((node) => node.stop("SIGKILL")));
     }
   }, 120_000);
+});
+
+describe("write-ack on a master that keeps no append-only file", () => {
+  it("the relay says at start-up that a master restarted before a failover would lose what it acknowledged", async () => {
+    const master = await spawnRedis(); // the fixture's default: appendonly no
+    const lines: string[] = [];
+    const sink = new Writable({
+      write: (chunk, _enc, done) => {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const relay = await startRelay(
+      loadConfig({
+        HOST: "127.0.0.1",
+        PORT: "0",
+        METRICS_PORT: "off",
+        REDIS_URL: master.url,
+        REDIS_KEY_PREFIX: uniquePrefix(),
+        REDIS_WRITE_ACK_REPLICAS: "all",
+      }),
+      createLogger("warn", sink),
+    );
+    try {
+      for (const deadline = Date.now() + 20_000; !lines.some((l) => l.includes("appendonly")); await sleep(50))
+        if (Date.now() > deadline) throw new Error(`no warning; logged: ${lines.join("")}`);
+      expect(lines.find((l) => l.includes("appendonly"))).toContain("keeps no append-only file");
+    } finally {
+      await relay.shutdown();
+      await master.stop("SIGKILL");
+    }
+  }, 60_000);
 });
