@@ -419,7 +419,9 @@ describe("fault search: write-ack all on Sentinel", () => {
       const result = checkHistory(history);
       // Where the lost ones sit on the clock of the events: what to read first.
       const received = new Set(
-        history.operations.flatMap((o) => (o.kind === "recv" && o.outcome === "ok" ? o.messages! : [])).map((m) => m.text),
+        history.operations
+          .flatMap((o) => (o.kind === "recv" && o.outcome === "ok" ? o.messages! : []))
+          .map((m) => m.text),
       );
       const lostSends = history.operations
         .filter((o) => o.kind === "send" && o.outcome === "ok" && !received.has(o.text!))

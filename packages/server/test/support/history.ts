@@ -72,10 +72,24 @@ export class StallClock {
     }, tickMs).unref();
   }
 
-  /** Milliseconds of stall between start and end. */
+  /**
+   * Milliseconds of stall between start and end. Stalls are recorded in time order and do not
+   * overlap, so a binary search finds the first one that can count: a long loaded run records
+   * tens of thousands, and the checker asks once per operation.
+   */
   within(start: number, end: number): number {
+    let low = 0;
+    let high = this.stalls.length;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if (this.stalls[middle]!.end <= start) low = middle + 1;
+      else high = middle;
+    }
     let total = 0;
-    for (const stall of this.stalls) total += Math.max(0, Math.min(end, stall.end) - Math.max(start, stall.start));
+    for (let i = low; i < this.stalls.length && this.stalls[i]!.start < end; i++) {
+      const stall = this.stalls[i]!;
+      total += Math.max(0, Math.min(end, stall.end) - Math.max(start, stall.start));
+    }
     return total;
   }
 }
@@ -410,7 +424,9 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   const readsBy = new Map<string, Operation[]>();
   for (const op of ops.filter((o) => o.kind === "recv" && o.outcome === "ok")) {
     const reader = `${op.room}|${op.seat}`;
-    readsBy.set(reader, [...(readsBy.get(reader) ?? []), op]);
+    const reads = readsBy.get(reader);
+    if (reads) reads.push(op);
+    else readsBy.set(reader, [op]);
   }
   let lost = 0;
   let unverified = 0;
