@@ -133,7 +133,11 @@ forEachTarget((target) => {
       const plain = await client.pairedRoom();
       const plainPage = (await client.call("GET", `/join/${plain.code}`)).text;
       // Over several nodes each answers with its own base URL: the rest must be the same.
-      const bare = (page: string, code: string) => page.split(code).join("").replace(/http:\/\/[^/\s'"]+/g, "BASE");
+      const bare = (page: string, code: string) =>
+        page
+          .split(code)
+          .join("")
+          .replace(/http:\/\/[^/\s'"]+/g, "BASE");
       expect(bare(plainPage, plain.code)).toBe(bare(markdown.text, room.code));
       expect((await client.call("GET", `/join/aaaa-bbbb-cccc`)).status).toBe(200);
     });
