@@ -103,15 +103,8 @@ const PLANS = {
       // Every lane at the same priority: a test's verdict does not depend on the machine's load
       // (docs/testing.md has each of these files' verdicts, quiet and beside a CPU hog). Five
       // lanes keep both cores busy; more only stretched every lane (load averages of 15 to 25
-      // with six or seven). The fault-injection tests, then the integration tests (both mostly
-      // waiting: faults and outages last seconds).
-      reliability: [
-        serverTests[1],
-        step(
-          "server integration tests (several nodes, outages, Sentinel, write-ack)",
-          "pnpm --filter @duet/server exec jest test/integration",
-        ),
-      ],
+      // with six or seven). The fault-injection tests (mostly waiting: faults last seconds).
+      reliability: [serverTests[1]],
       // The pinned runtime, the image's: every test; the server's behaviour suite in a lane of
       // its own, on CI_TARGETS.
       server: [
@@ -130,8 +123,8 @@ const PLANS = {
       // Node 20, the oldest Node an agent may run the SDK and the served CLI on: the protocol,
       // the SDK's and CLI's units and the served one-file CLI; and the relay's HTTP timeouts
       // in-process, where Node's HTTP server differs most between majors (Node 20 once
-      // answered bare 408s). Everything else runs on the pinned runtime, typecheck and lint
-      // after these in this lane.
+      // answered bare 408s). Everything else runs on the pinned runtime: typecheck, lint and
+      // the server's integration tests after these in this lane.
       node20: [
         {
           ...step("server HTTP timeouts (in-process)", `cd packages/server && ${JEST} test/behaviour/http-timeouts`, {
@@ -148,6 +141,12 @@ const PLANS = {
         },
         typecheck,
         lint,
+        // The server's integration tests last here: this lane ends first, and behind the
+        // fault tests they made the reliability lane the gate's longest.
+        step(
+          "server integration tests (several nodes, outages, Sentinel, write-ack)",
+          "pnpm --filter @duet/server exec jest test/integration",
+        ),
       ],
     },
   },
