@@ -43,21 +43,27 @@ interface Phase {
   total: number;
 }
 
+/**
+ * The other client's source address: a TCP client of its own (the stranger connects from
+ * 127.0.0.1), trusted as a proxy so that its X-Forwarded-For parties count as themselves.
+ */
+const OTHER_SOURCE = "127.0.0.2";
+
 /** The other client's loop: each kind of call in turn on a fresh connection, until the time is up. */
 async function others(server: ServerProcess, seat: { code: string; token: string }, untilMs: number) {
-  const address = rotating(10);
+  const rotate = rotating(10);
+  const address = () => ({ address: rotate(), localAddress: OTHER_SOURCE });
   const calls: Record<string, Record<string, number>> = {};
   let failed = 0;
   let total = 0;
   const kinds: [string, () => Promise<Answer>][] = [
-    ["healthz", () => callFresh(server.url, "GET", "/healthz", { address: address() })],
-    ["readyz", () => callFresh(server.url, "GET", "/readyz", { address: address() })],
+    ["healthz", () => callFresh(server.url, "GET", "/healthz", address())],
+    ["readyz", () => callFresh(server.url, "GET", "/readyz", address())],
     [
       "recv wait=0",
-      () =>
-        callFresh(server.url, "GET", `/v1/recv?code=${seat.code}&wait=0`, { address: address(), token: seat.token }),
+      () => callFresh(server.url, "GET", `/v1/recv?code=${seat.code}&wait=0`, { ...address(), token: seat.token }),
     ],
-    ["metrics", () => callFresh(server.metricsUrl!, "GET", "/metrics", { address: address() })],
+    ["metrics", () => callFresh(server.metricsUrl!, "GET", "/metrics", address())],
   ];
   while (performance.now() < untilMs) {
     for (const [kind, once] of kinds) {
@@ -121,7 +127,12 @@ export async function connections(o: ConnectionsOptions): Promise<Section> {
   const phases: Phase[] = [];
   let limits = "";
   try {
-    server = await startServer("connections", "duet-node.js", { env: strangerEnv(redis.url), nofile: o.nofile });
+    // The stranger (127.0.0.1) is a direct client, bounded per address; the other client's
+    // source is trusted like a balancer in front (exempt, its parties counted by X-Forwarded-For).
+    server = await startServer("connections", "duet-node.js", {
+      env: strangerEnv(redis.url, { TRUST_PROXY: OTHER_SOURCE }),
+      nofile: o.nofile,
+    });
     // What the relay runs under, as its /proc says (not as asked).
     limits =
       /^Max open files.*$/m.exec(readFileSync(`/proc/${server.pid}/limits`, "utf8"))?.[0].replace(/\s+/g, " ") ?? "";

@@ -13,12 +13,20 @@ import { summarize } from "./stats.js";
 
 /**
  * A relay node's environment for these scenarios: the bench's (duetEnv) with the product's
- * own rate limits and room budget (the bench turns them off elsewhere) and X-Forwarded-For
+ * own rate limits, room budget and per-address bounds (the bench turns them off elsewhere) and X-Forwarded-For
  * trusted from loopback, so that each party of the run is a client address of its own.
  */
 export function strangerEnv(redisUrl: string | undefined, extra: Record<string, string> = {}): Record<string, string> {
   const env = duetEnv(redisUrl ?? "", { TRUST_PROXY: "1", LOG_LEVEL: "warn", ...extra });
-  for (const key of ["RATE_LIMIT_REQUESTS", "RATE_LIMIT_ROOMS", "ROOMS_PER_IP"]) if (!(key in extra)) delete env[key];
+  // The product's per-address bounds too, which duetEnv turns off for a load generator.
+  for (const key of [
+    "RATE_LIMIT_REQUESTS",
+    "RATE_LIMIT_ROOMS",
+    "ROOMS_PER_IP",
+    "MAX_WAITERS_PER_CLIENT",
+    "MAX_CONNECTIONS_PER_IP",
+  ])
+    if (!(key in extra)) delete env[key];
   // No REDIS_URL: the in-process store.
   if (redisUrl === undefined) delete env.REDIS_URL;
   return env;
@@ -104,10 +112,16 @@ export async function callFresh(
   origin: string,
   method: "GET" | "POST",
   path: string,
-  options: { address: string; token?: string; body?: unknown; timeoutMs?: number },
+  options: { address: string; token?: string; body?: unknown; timeoutMs?: number; localAddress?: string },
 ): Promise<Answer> {
   const timeoutMs = options.timeoutMs ?? 5000;
-  const client = new Client(origin, { connectTimeout: timeoutMs, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+  const client = new Client(origin, {
+    connectTimeout: timeoutMs,
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+    // A loopback source address of its own (127.0.0.2, say): another TCP client to the relay.
+    localAddress: options.localAddress,
+  });
   try {
     return await call(client, method, path, { ...options, timeoutMs });
   } finally {
