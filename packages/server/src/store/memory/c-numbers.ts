@@ -41,38 +41,60 @@ export function formatDouble(n: number): string {
   return formatG(n, 17);
 }
 
-/** C's printf %.<precision>g. */
+/** C's printf %.<precision>g: the double's exact value rounded half to even (JS's toExponential and toFixed round a tie up). */
 export function formatG(n: number, precision: number): string {
   if (Number.isNaN(n)) return "nan";
   if (!Number.isFinite(n)) return n > 0 ? "inf" : "-inf";
   if (n === 0) return Object.is(n, -0) ? "-0" : "0";
-  const [mantissa = "", exponent = "0"] = n.toExponential(precision - 1).split("e");
-  const exp = Number(exponent);
-  const trim = (digits: string) => (digits.includes(".") ? digits.replace(/\.?0+$/, "") : digits);
-  if (exp < -4 || exp >= precision)
-    return `${trim(mantissa)}e${exp < 0 ? "-" : "+"}${String(Math.abs(exp)).padStart(2, "0")}`;
-  return trim(n.toFixed(precision - 1 - exp));
+  const p = Math.max(precision, 1);
+  const abs = Math.abs(n);
+  // X, the exponent style e would write: found from an estimate, then checked on the rounded digits.
+  let exp = Math.floor(Math.log10(abs));
+  let digits = roundScaled(abs, p - 1 - exp);
+  for (let tries = 0; tries < 3; tries++) {
+    if (digits >= 10n ** BigInt(p)) exp += 1;
+    else if (digits < 10n ** BigInt(p - 1)) exp -= 1;
+    else break;
+    digits = roundScaled(abs, p - 1 - exp);
+  }
+  const text = digits.toString();
+  const trim = (fraction: string) => fraction.replace(/0+$/, "");
+  const sign = n < 0 ? "-" : "";
+  if (exp < -4 || exp >= p) {
+    const fraction = trim(text.slice(1));
+    return `${sign}${text[0]}${fraction ? `.${fraction}` : ""}e${exp < 0 ? "-" : "+"}${String(Math.abs(exp)).padStart(2, "0")}`;
+  }
+  const whole = exp >= 0 ? text.slice(0, exp + 1) : "0";
+  const fraction = trim(exp >= 0 ? text.slice(exp + 1) : "0".repeat(-exp - 1) + text);
+  return `${sign}${whole}${fraction ? `.${fraction}` : ""}`;
 }
 
-/** C's printf %.<digits>f: the double's exact value rounded half to even (JS's toFixed rounds 0.5 up). */
-export function formatFixed(n: number, digits: number): string {
-  if (!Number.isFinite(n)) return formatG(n, 1);
+/** round(|n| * 10^shift), half to even, on the double's exact value. */
+function roundScaled(abs: number, shift: number): bigint {
   const view = new DataView(new ArrayBuffer(8));
-  view.setFloat64(0, Math.abs(n));
+  view.setFloat64(0, abs);
   const bits = view.getBigUint64(0);
   const exponent = Number((bits >> 52n) & 0x7ffn);
   const fraction = bits & ((1n << 52n) - 1n);
-  // |n| = mantissa * 2^power exactly; scaled by 10^digits, then rounded half to even.
+  // abs = mantissa * 2^power exactly.
   const mantissa = exponent === 0 ? fraction : fraction | (1n << 52n);
   const power = exponent === 0 ? -1074 : exponent - 1075;
-  let numerator = mantissa * 10n ** BigInt(digits);
+  let numerator = mantissa;
   let denominator = 1n;
+  if (shift >= 0) numerator *= 10n ** BigInt(shift);
+  else denominator *= 10n ** BigInt(-shift);
   if (power >= 0) numerator <<= BigInt(power);
   else denominator <<= BigInt(-power);
   let quotient = numerator / denominator;
   const twice = (numerator % denominator) * 2n;
   if (twice > denominator || (twice === denominator && quotient % 2n === 1n)) quotient += 1n;
-  const text = quotient.toString().padStart(digits + 1, "0");
+  return quotient;
+}
+
+/** C's printf %.<digits>f: the double's exact value rounded half to even (JS's toFixed rounds 0.5 up). */
+export function formatFixed(n: number, digits: number): string {
+  if (!Number.isFinite(n)) return formatG(n, 1);
+  const text = roundScaled(Math.abs(n), digits).toString().padStart(digits + 1, "0");
   const body = digits > 0 ? `${text.slice(0, -digits)}.${text.slice(-digits)}` : text;
   return (n < 0 || Object.is(n, -0) ? "-" : "") + body;
 }
