@@ -24,7 +24,8 @@
 // from an EMPTY disk, as a master) can be asked for there: it is outside the promise
 // (docs/high-availability.md) and loses everything, as redis.io's replication page warns.
 //
-// Short form (CI): 3 rounds. DUET_FAULT_SEARCH_FAILOVERS=n: n rounds (the long form).
+// Short form (CI): 3 rounds. DUET_FAULT_SEARCH_FAILOVERS=n (the long form): rounds until the
+// settled master has changed n times (at most 4n rounds).
 // DUET_FAULT_SEARCH_SEED=s replays a schedule (the seed is printed at the start and in
 // every failure); on a loaded machine the same schedule meets different timings. The report
 // goes to test/reliability/results/fault-search.json with the long form.
@@ -40,8 +41,11 @@ import { TestClient } from "../support/http-client";
 import { uniquePrefix, waitUntilReady } from "../support/targets";
 import { openRoomWithRetry, runRoomWorkload } from "../support/workload";
 
-const ROUNDS = Number(process.env.DUET_FAULT_SEARCH_FAILOVERS ?? 3);
 const LONG = process.env.DUET_FAULT_SEARCH_FAILOVERS !== undefined;
+/** The long form draws faults until this many failovers (the settled master changed) happened. */
+const FAILOVERS = Number(process.env.DUET_FAULT_SEARCH_FAILOVERS ?? 0);
+/** The short form's rounds; the long form's most (a guard: not every fault fails over). */
+const ROUNDS = LONG ? Math.max(4 * FAILOVERS, 4) : 3;
 const SEED = Number(process.env.DUET_FAULT_SEARCH_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const ROOMS = 4;
 const REPORT_FILE = process.env.DUET_FAULT_SEARCH_REPORT ?? join(__dirname, "results", "fault-search.json");
@@ -343,7 +347,7 @@ describe("fault search: write-ack all on Sentinel", () => {
   });
 
   it(
-    `loses nothing acknowledged across ${ROUNDS} drawn faults (seed ${SEED})`,
+    `loses nothing acknowledged across ${LONG ? `${FAILOVERS} failovers` : `${ROUNDS} drawn faults`} (seed ${SEED})`,
     async () => {
       const testStart = performance.now();
       console.log(`FIGURES fault-search seed ${SEED}: replay with DUET_FAULT_SEARCH_SEED=${SEED}`);
@@ -359,6 +363,7 @@ describe("fault search: write-ack all on Sentinel", () => {
       console.log(`FIGURES fault-search relays ready at ${Math.round(performance.now() - testStart)} ms`);
       const faults = new Faults(topology, relays, history, random);
       const kinds: Kind[] = [];
+      let failovers = 0;
       let harnessError: Error | undefined;
       try {
         // A guard against a hang: traffic stops once the rounds are done.
@@ -382,16 +387,22 @@ describe("fault search: write-ack all on Sentinel", () => {
           ),
         );
         try {
-          for (let round = 0; round < ROUNDS && harnessError === undefined; round++) {
+          for (
+            let round = 0;
+            round < ROUNDS && harnessError === undefined && (!LONG || failovers < FAILOVERS);
+            round++
+          ) {
             await sleep(random.between(300, 1500));
             const kind = random.pick(KINDS);
             kinds.push(kind);
             const faultAt = history.now();
+            const masterBefore = await topology.masterPort();
             // A guard against a harness hang (the history is checked all the same), not a bound.
             await within(ROUND_GUARD_MS, `round ${round} (${kind})`, async () => {
               await faults.run(kind);
               await faults.settle();
             });
+            if ((await topology.masterPort()) !== masterBefore) failovers++;
             // Recovered: a change that started after the fault succeeded (a guard of 60 s).
             for (const until = Date.now() + 60_000; Date.now() < until; await sleep(50)) {
               const recovered = history.operations.some(
@@ -429,7 +440,8 @@ describe("fault search: write-ack all on Sentinel", () => {
       const counts = Object.fromEntries(KINDS.map((k) => [k, kinds.filter((x) => x === k).length]));
       const report = {
         seed: SEED,
-        rounds: ROUNDS,
+        rounds: kinds.length,
+        failovers,
         kinds: counts,
         acknowledgedSends: result.acknowledgedSends,
         lost: result.lost,
