@@ -216,14 +216,20 @@ function run(lane, stepSpec) {
       env: { ...process.env, ...stepSpec.env, PATH: path },
       stdio: ["ignore", "pipe", "pipe"],
     });
+    const output = []; // the step's last lines, for the summary if it fails
+    const keep = (line) => {
+      say(`[${lane}] ${line}`);
+      output.push(line);
+      if (output.length > 4000) output.splice(0, 1000);
+    };
     for (const stream of [child.stdout, child.stderr]) {
       let pending = "";
       stream.on("data", (chunk) => {
         const lines = (pending + chunk).split("\n");
         pending = lines.pop();
-        for (const line of lines) if (line.trim()) say(`[${lane}] ${line}`);
+        for (const line of lines) if (line.trim()) keep(line);
       });
-      stream.on("end", () => pending.trim() && say(`[${lane}] ${pending}`));
+      stream.on("end", () => pending.trim() && keep(pending));
     }
     child.on("close", (code, signal) => {
       const ok = code === 0;
@@ -231,7 +237,7 @@ function run(lane, stepSpec) {
       say(
         `[${lane}] ${ok ? "✓" : "✗"} ${label}: ${ok ? "passed" : `failed (${code ?? signal})`} in ${since(t)}, ${Math.round(cpu)} CPU-s`,
       );
-      done({ lane, label, ok, seconds: (Date.now() - t) / 1000, cpu });
+      done({ lane, label, ok, seconds: (Date.now() - t) / 1000, cpu, output });
     });
   });
 }
@@ -277,7 +283,19 @@ function summary(name, results) {
     say(
       `  ${r.ok ? "ok  " : "FAIL"} ${String(Math.round(r.seconds)).padStart(4)} s ${String(Math.round(r.cpu)).padStart(5)} CPU-s  [${r.lane}] ${r.label}`,
     );
+  // What failed, again at the end: a CI log is often read from its tail only.
+  for (const r of results.filter((r) => !r.ok)) say(`\n== why [${r.lane}] ${r.label} failed:\n${failureExcerpt(r.output)}`);
   return results.every((r) => r.ok) ? 0 : 1;
+}
+
+/** jest's failure headings ("● suite › test") with the lines after each; else the last lines. */
+function failureExcerpt(lines = []) {
+  const headings = lines.flatMap((line, i) => (/^\s*● /.test(line) ? [i] : []));
+  if (headings.length === 0) return lines.slice(-20).join("\n");
+  return headings
+    .slice(0, 4)
+    .map((i) => lines.slice(i, i + 8).join("\n"))
+    .join("\n");
 }
 
 process.exitCode = await main();
