@@ -158,6 +158,11 @@ describe("the Lua VM computes as Redis's Lua 5.1 (doubles), not as fengari's 5.3
     ["tostring(9007199254740993 / (-2147483648 % 2147483647))", "4194304.0039062"],
     ["tostring(936899241692445)", "9.3689924169244e+14"],
     ["'x' .. 9.5 * 10^14", "x9.5e+14"],
+    // C's pow: 1^y and (-1)^±inf are 1 (JS's Math.pow says NaN)
+    ["tostring(1 ^ (1 / 0))", "1"],
+    ["tostring((-1) ^ (-1 / 0))", "1"],
+    ["tostring(1 ^ (0 / 0))", "1"],
+    ["tostring((1 ^ math.floor(2147483647 ^ 2147483647)) + 2147483647)", "2147483648"],
   ])("%s is %s", (expression, expected) => {
     expect(vm.runSource(`return ${expression}`, [])).toBe(expected);
   });

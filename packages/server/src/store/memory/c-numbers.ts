@@ -94,7 +94,9 @@ function roundScaled(abs: number, shift: number): bigint {
 /** C's printf %.<digits>f: the double's exact value rounded half to even (JS's toFixed rounds 0.5 up). */
 export function formatFixed(n: number, digits: number): string {
   if (!Number.isFinite(n)) return formatG(n, 1);
-  const text = roundScaled(Math.abs(n), digits).toString().padStart(digits + 1, "0");
+  const text = roundScaled(Math.abs(n), digits)
+    .toString()
+    .padStart(digits + 1, "0");
   const body = digits > 0 ? `${text.slice(0, -digits)}.${text.slice(-digits)}` : text;
   return (n < 0 || Object.is(n, -0) ? "-" : "") + body;
 }

@@ -11,7 +11,7 @@
 // nil, true to 1; {err=...} to an error), and so do its calls' arguments and replies.
 import { loadLua, SCRIPTS, type ScriptName } from "../redis/scripts.js";
 import { formatDouble } from "./c-numbers.js";
-import { lauxlib, lua, lualib, to_luastring } from "./lua51.js";
+import { lauxlib, lua, lualib, to_luastring, withCPow } from "./lua51.js";
 import { CommandError, type MiniRedis, type Reply } from "./mini-redis.js";
 
 type LuaState = ReturnType<typeof lauxlib.luaL_newstate>;
@@ -112,7 +112,10 @@ export class LuaVm {
 
   private load(name: string, source: string): void {
     const bytes = luaString(source);
-    if (lauxlib.luaL_loadbufferx(this.L, bytes, bytes.length, to_luastring(`@${name}`), null) !== lua.LUA_OK)
+    if (
+      withCPow(() => lauxlib.luaL_loadbufferx(this.L, bytes, bytes.length, to_luastring(`@${name}`), null)) !==
+      lua.LUA_OK
+    )
       throw new ScriptError(`cannot load ${name}: ${this.popError()}`);
   }
 
@@ -124,7 +127,7 @@ export class LuaVm {
   }
 
   private protectedCall(nargs: number, nresults: number, name: string): void {
-    if (lua.lua_pcall(this.L, nargs, nresults, 0) !== lua.LUA_OK)
+    if (withCPow(() => lua.lua_pcall(this.L, nargs, nresults, 0)) !== lua.LUA_OK)
       throw new ScriptError(`script ${name}: ${this.popError()}`);
   }
 

@@ -11,7 +11,7 @@
 // What stays 5.3: `#`, string.len and string.find give integers (below 2^31: a sum of two
 // never wraps on texts of MiB); math.floor and math.ceil give integers when they fit (the
 // prelude of lua-vm.ts makes them doubles); string.format's other conversions are
-// sprintf-js's (%d wants an integral number below 2^31); `^` is JS's Math.pow; a NaN is
+// sprintf-js's (%d wants an integral number below 2^31); `^` is C's pow (withCPow); a NaN is
 // written "nan" (C writes x86's NaN "-nan"); a -0 literal stays -0 (5.1 makes it 0 when the
 // function also has a 0 constant). A lint in
 // test/unit/lua-scripts.test.ts keeps the scripts to '%.0f'. The differential test
@@ -70,3 +70,25 @@ lobject.luaO_tostring = (L: unknown, obj: TValue): void => {
 };
 
 export const { lauxlib, lua, lualib, to_luastring } = fengari;
+
+const jsPow = Math.pow;
+/** C's pow: JS's Math.pow except that 1^y (any y, NaN too) and (-1)^±inf are 1, where JS says NaN. */
+export function cPow(x: number, y: number): number {
+  if (x === 1 || (x === -1 && (y === Number.POSITIVE_INFINITY || y === Number.NEGATIVE_INFINITY))) return 1;
+  return jsPow(x, y);
+}
+
+/**
+ * Runs `step` (compiling or running Lua) with `^` computed as C computes it: fengari's VM and
+ * its constant folding call the global Math.pow, so it is swapped for cPow while Lua runs
+ * (synchronously: no other code runs meanwhile) and put back after.
+ */
+export function withCPow<T>(step: () => T): T {
+  const previous = Math.pow;
+  Math.pow = cPow;
+  try {
+    return step();
+  } finally {
+    Math.pow = previous;
+  }
+}
