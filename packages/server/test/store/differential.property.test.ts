@@ -497,8 +497,13 @@ async function runSequence(steps: Step[]): Promise<void> {
       } catch (error) {
         real = errorOf(error);
       }
-      // A relative expiry read back counts from each side's clock.
-      if (step.name === "PTTL" && typeof memory === "number" && typeof real === "number" && memory >= 0)
+      // A relative expiry read back counts from each side's clock (PTTL, or PEXPIRETIME after a PEXPIRE).
+      if (
+        (step.name === "PTTL" || step.name === "PEXPIRETIME") &&
+        typeof memory === "number" &&
+        typeof real === "number" &&
+        memory >= 0
+      )
         if (Math.abs(memory - real) <= EXPIRY_SLACK_MS) memory = real;
     }
     // Messages a script published reach the subscriber before a later reply on its connection.
