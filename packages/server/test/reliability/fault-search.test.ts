@@ -20,6 +20,8 @@
 //   failover-sentinels-starved  SENTINEL FAILOVER, and every sentinel SIGSTOPped as soon as
 //                        a replica answers as the new master (a load spike that starves them
 //                        all at once: they resume in TILT), for a drawn time
+//   failover-stalled-promoted   the same, once a sentinel announces +promoted-slave: the
+//                        leader then finishes the failover after TILT
 // DUET_FAULT_SEARCH_KINDS=a,b narrows the draw; kill-master-quick-empty (restarted at once
 // from an EMPTY disk, as a master) can be asked for there: it is outside the promise
 // (docs/high-availability.md) and loses everything, as redis.io's replication page warns.
@@ -33,6 +35,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import { ask, spawnSentinelTopology, type SpawnedSentinelTopology } from "@duet/testkit";
+import { Redis } from "ioredis";
 import { loadConfig, type Config } from "../../src/config";
 import { createLogger } from "../../src/logger";
 import { startRelay, type RunningRelay } from "../../src/relay";
@@ -99,6 +102,7 @@ const SAFE_KINDS = [
   "restart-relay",
   "stop-sentinel",
   "failover-sentinels-starved",
+  "failover-stalled-promoted",
 ] as const;
 const OUTSIDE_PROMISE = ["kill-master-quick-empty"] as const;
 type Kind = (typeof SAFE_KINDS)[number] | (typeof OUTSIDE_PROMISE)[number];
@@ -284,6 +288,36 @@ class Faults {
         await Promise.all(
           this.topology.sentinelProcesses.map((sentinel, i) => this.stopFor(sentinel.process, `sentinel ${i}`, ms)),
         );
+        await this.waitForNewMaster(master.port, false);
+        break;
+      }
+      case "failover-stalled-promoted": {
+        // The CI loss's shape: the failover's leader has seen its replica promoted, and then
+        // every sentinel stalls (a load spike) before the others are moved; back from TILT the
+        // leader finishes it. Meanwhile the old master still takes changes.
+        const master = await this.master();
+        const subscribers = this.topology.sentinelProcesses.map(
+          (sentinel) =>
+            new Redis({ port: sentinel.port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 1 }),
+        );
+        try {
+          const promoted = new Promise<string>((resolve) => {
+            for (const subscriber of subscribers) subscriber.on("message", (_channel, text: string) => resolve(text));
+          });
+          await Promise.all(subscribers.map((s) => s.connect().then(() => s.subscribe("+promoted-slave"))));
+          await this.sentinelFailover(random.between(0, 2));
+          const seen = await Promise.race([promoted, sleep(20_000).then(() => undefined)]);
+          const ms = random.between(Math.min(3000, SENTINEL_STOP_MS), SENTINEL_STOP_MS);
+          if (seen === undefined) this.log("no +promoted-slave within 20 s");
+          else
+            await Promise.all(
+              this.topology.sentinelProcesses.map((sentinel, i) =>
+                this.stopFor(sentinel.process, `sentinel ${i} (after +promoted-slave ${seen})`, ms),
+              ),
+            );
+        } finally {
+          for (const subscriber of subscribers) subscriber.disconnect();
+        }
         await this.waitForNewMaster(master.port, false);
         break;
       }
