@@ -101,7 +101,7 @@ const PLANS = {
     first: [step("build", "pnpm -r --silent build"), prerequisites()],
     lanes: {
       // Every lane at the same priority: a test's verdict does not depend on the machine's load
-      // (docs/testing.md has each of these files' verdicts, quiet and beside a CPU hog). Five
+      // (packages/bench/results/load-matrix.md has each file's verdicts, quiet and beside a CPU hog). Five
       // lanes keep both cores busy; more only stretched every lane (load averages of 15 to 25
       // with six or seven). The fault-injection tests (mostly waiting: faults last seconds).
       reliability: [serverTests[1]],

@@ -3,7 +3,7 @@
 // times on the machine as it is ("quiet") and a number of times beside a CPU hog that keeps
 // every core busy ("busy": Debian's stress-ng, started before each run and stopped after it
 // by its PID). Prints, and writes with --out, a markdown table: file, mode, passes, and each
-// run's time. Exits 1 when any run failed. docs/testing.md keeps the last table.
+// run's time. Exits 1 when any run failed. packages/bench/results/load-matrix.md keeps the last table.
 //
 //   node infra/scripts/load-matrix.mjs [--runs 3] [--modes quiet,busy] [--out FILE] [DIR_OR_FILE...]
 //
