@@ -1,38 +1,9 @@
-// Slow-client timeouts (headersTimeout, requestTimeout) checked by the relay instead of
-// Node's own connection sweep, and judged only after the I/O that was waiting has been read.
-//
-// Node's http server enforces both timeouts with one sweep every connectionsCheckingInterval
-// (30 s): a timer that asks the parser's connection list which connections started a message
-// more than headersTimeout ago without completing its headers, and answers each a bare 408
-// (no body) and closes it. The timer runs in the event loop's timers phase, before the poll
-// phase reads the sockets that became readable meanwhile. After a stall of the loop longer
-// than headersTimeout (a burst of thousands of re-polls answered at once, a long GC), a
-// connection whose request arrived complete during the stall is still listed as waiting for
-// its headers, and is answered 408 before its bytes are read: on Node 20 and Node 24 alike
-// (test/behaviour/http-timeouts.test.ts stalls the loop to show it).
-//
-// deferConnectionChecks turns Node's sweep off (headersTimeout and requestTimeout 0 on the
-// server) and runs its own every intervalMs from what the server has told JavaScript: a
-// connection with a request being answered is never a slow client (a long-poll or a stream
-// may take minutes); one whose request body has not all arrived after requestTimeout is; one
-// that has sent bytes of a request and had no whole request from them within headersTimeout
-// is, the time counted from when the relay first saw those bytes. Suspects are judged again
-// in the check phase (setImmediate), after the poll phase has read what was waiting, so a
-// request that arrived during a stall is answered. A timed-out connection gets the
-// catalogue's JSON 408 (protocol §10) and is closed.
-//
-// A connection that has sent nothing at all is idle, not slow: it is closed (the same 408)
-// after idleTimeoutMs, the keep-alive timeout a connection idle after an answer gets, not
-// after headersTimeout. Its clock cannot tell a slowloris from a client whose own event loop
-// is busy between its connect() and its write(): 10,000 seats long-polling through one
-// process's fetch (undici's pool opened new connections for the re-polls of a burst of
-// answers, and the process's loop stalled 8 to 21 s, on Node 20, 24 and 26 alike) connected,
-// were accepted, and wrote their whole request more than headersTimeout later; they were
-// answered 408 before a byte of it arrived (thousands a run when a stall passed 20 s), and
-// read that 408 as the answer to the request they then sent (`pnpm --filter @duet/bench
-// longpoll --client fetch`, docs/performance.md). Holding a silent connection open costs no
-// more than the idle kept-alive one any client gets by sending a request first, and slowloris
-// (headers started, never finished) is still timed, from the first check that sees its bytes.
+// Slow-client timeouts (headersTimeout, requestTimeout) checked by the relay instead of Node's
+// connection sweep, which runs before the poll phase and so, after a stalled event loop,
+// answered a bare 408 to requests that had arrived whole. Suspects are judged again after the
+// waiting input is read; a request being answered is never timed out; a connection that sent
+// nothing is idle (closed after idleTimeoutMs), not slow. docs/security.md, "Timeouts against
+// slow clients"; test/behaviour/http-timeouts.test.ts.
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { ERRORS } from "@duet/protocol";
