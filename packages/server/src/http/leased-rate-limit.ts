@@ -1,31 +1,9 @@
-// The per-IP request limit (RATE_LIMIT_REQUESTS) on Redis, one budget for every node
-// whatever the client does (docs/security.md, "Rate limits"). A node admits a call only with
-// a token it holds, and takes tokens from the window's shared budget in small leases:
-// lease-tokens-1.lua grants at most what is left of the budget, atomically, so while Redis
-// answers, all nodes together admit at most the limit per address and window, however many
-// nodes a client pipelines its calls to. The bound is paid for on the other side: tokens a
-// node holds and the client no longer calls that node for are lost to the client, at most
-// one lease (maxLease) per node.
-//
-// - A call with a token held answers at once, no round trip. When what the node holds runs
-//   down to half a lease it asks for more in the background, so a steady client never waits.
-// - A call on a node that holds none waits for one lease call (the tokens wanted are the
-//   calls waiting plus the lease), bounded by timeoutMs. All the addresses a node needs
-//   tokens for in one turn of the event loop go in one script call.
-// - The lease is how many tokens a node keeps in hand for an address beyond the calls
-//   waiting (held plus asked for, never more): 1 for the address's first call on a node in
-//   a window, doubling with every lease call up to maxLease (1 % of the limit, at least 1).
-//   A quiet client costs at most a round trip per call, a busy one about one per maxLease
-//   calls, and what a node can hold unused is at most maxLease. Each window starts small.
-// - Once Redis says the budget is spent, the node refuses the address until the window
-//   ends without asking again.
-// - When a lease call fails or does not answer within timeoutMs, the node falls back to its
-//   own count (at most the limit per node in the window, what a node without Redis would
-//   do) and no call waits for Redis again until a lease call answers. Calls admitted that
-//   way are charged to the shared budget with the next lease call that answers.
-//
-// Opens and joins keep the exact store (FailOpenRedisRateLimitStore): their budget bounds
-// code guessing.
+// The per-IP request limit (RATE_LIMIT_REQUESTS) on Redis: one budget for every node with no
+// round trip per call. A node admits a call only with a token it holds and takes tokens from
+// the window's budget in leases (lease-tokens-1.lua, at most what is left), growing from 1 to
+// maxLease (1 % of the limit); without Redis it falls back to its own count and charges those
+// calls later. The bounds and the lease rules: docs/security.md, "Rate limits". Opens and
+// joins keep the exact store (FailOpenRedisRateLimitStore): their budget bounds code guessing.
 import type { ClientRateLimitInfo, Options, Store } from "express-rate-limit";
 import { within } from "../deadline.js";
 import type { RedisKeys } from "../store/redis/keys.js";
