@@ -1,22 +1,9 @@
 // fengari (Lua 5.3 in JS) made to compute as Redis's Lua 5.1, whose numbers are all doubles:
-// lua-vm.ts takes fengari from here, so the patch is in place before any fengari module that
-// copies what it patches is loaded. What it changes:
-// - reading a number (a literal in the source, tonumber, "10" + 1) is 5.1's luaO_str2d, C's
-//   strtod to a double, where fengari makes 32-bit integers of what fits and wraps them
-//   (2147483647 + 1 is -2147483648, 1700000000 * 1000 is -807049216) and refuses "inf";
-// - writing one (concatenation, tostring, lua_tolstring) is 5.1's "%.14g", where 5.3 writes
-//   10/2 as "5.0" and fengari 1e15 as "1000000000000000";
-// - a % b is 5.1's a - floor(a/b)*b (5.3's fmod gives a % inf = a; 5.1 gives nan);
-// - string.format('%.<n>f') rounds as C does (the scripts write whole numbers with '%.0f').
-// What stays 5.3: `#`, string.len and string.find give integers (below 2^31: a sum of two
-// never wraps on texts of MiB); math.floor and math.ceil give integers when they fit (the
-// prelude of lua-vm.ts makes them doubles); string.format's other conversions are
-// sprintf-js's (%d wants an integral number below 2^31); `^` is C's pow (withCPow); a NaN is
-// written "nan" (C writes x86's NaN "-nan"); a -0 literal stays -0 (5.1 makes it 0 when the
-// function also has a 0 constant). A lint in
-// test/unit/lua-scripts.test.ts keeps the scripts to '%.0f'. The differential test
-// (test/store/differential.property.test.ts) runs every script, and arithmetic at these
-// edges, on both engines.
+// reading a number is C's strtod, writing one is "%.14g", a % b is a - floor(a/b)*b, `^` is
+// C's pow, and string.format('%.<n>f') rounds as C does. lua-vm.ts takes fengari from here, so
+// the patch is in place before any fengari module that copies what it patches is loaded. What
+// stays 5.3, and how the differential test holds the two engines equal: docs/endpoints.md,
+// "Adding a Lua script".
 import type * as Fengari from "fengari";
 import { formatFixed, formatG, strtod } from "./c-numbers.js";
 
