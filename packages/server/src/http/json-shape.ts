@@ -1,24 +1,9 @@
-// A JSON body parsed as it arrives, chunk by chunk, with its shape bounded before any of it
-// is built.
-//
-// JSON.parse and the schemas after it cost time in proportion to the number of values: an
-// 11.5 MB object of 1.15 million keys held the event loop for 0.7 s on /v1/send and 4.7 s
-// on /mcp (the parse, then zod walking and listing every key). And a legal body can be
-// 12.6 MB (a 2 MiB text written as \u0001 escapes), which JSON.parse takes tens of
-// milliseconds to read in one turn of the event loop. So the body is read here one chunk at a
-// time, each chunk as it arrives:
-//
-// - outside strings, every byte is counted: more than MAX_BODY_ITEMS fields and array items
-//   (containers plus commas), nesting deeper than MAX_BODY_DEPTH, or more than
-//   MAX_BODY_STRUCTURE_BYTES of numbers, literals and punctuation refuse the body at once;
-// - each string's content is decoded (UTF-8 checked, escapes by JSON.parse of the piece) as
-//   its bytes arrive, and kept only as far as 2 MiB and a piece (no legal string is longer);
-// - what remains for the end is a skeleton (the structure, every string replaced by its index),
-//   at most MAX_BODY_STRUCTURE_BYTES, parsed by JSON.parse, and its strings put back.
-//
-// No turn of the event loop then does more than one chunk's work (64 KiB from a socket),
-// whatever the body's shape: packages/bench, `hostile`. The result is what JSON.parse would
-// give for the whole body (a property test holds the two equal, test/unit/json-body.test.ts).
+// A JSON body parsed as it arrives, chunk by chunk, with its shape bounded (MAX_BODY_ITEMS,
+// MAX_BODY_DEPTH, MAX_BODY_STRUCTURE_BYTES) before any of it is built: parsing costs time per
+// value, so no turn of the event loop does more than one chunk's work whatever the body's
+// shape. Strings are decoded as their bytes arrive (kept only to 2 MiB and a piece); the
+// skeleton left for the end goes through JSON.parse. The result equals JSON.parse's
+// (test/unit/json-body.test.ts). docs/security.md, "One request cannot stall a node".
 import { isUtf8 } from "node:buffer";
 import * as limits from "@duet/protocol";
 import { type ApiError, apiError } from "../errors.js";
