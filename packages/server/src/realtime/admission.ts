@@ -1,20 +1,9 @@
 // How many waiters (waiting recvs and statuses, open streams, held self-tests) this node may
-// hold, in all and per client address, and the refusals beyond them. A waiter costs memory for
-// as long as it waits (docs/runtime.md, docs/streams.md: tens of KB of RSS each); a pod past
-// its memory limit is OOM-killed and every waiter it held reconnects to the other pods at
-// once, which then fill up in turn. So past the node's cap a new waiter is answered 503
-// `unavailable` with Retry-After (a call that has its answer at once is still served: only
-// waiting is refused), and waiters already held are never dropped for it. Readiness does not
-// depend on the cap: any client can fill it, and a node that strangers could take out of the
-// load balancer's rotation would be a node anyone can take out of service (issue 36).
-//
-// One client address (as the rate limits count it) holds at most its share of the cap
-// (MAX_WAITERS_PER_CLIENT; by default an eighth of it): past it its new waiters are answered
-// 429 `too_many_waiters`, and the rest of the cap stays for everyone else.
-//
-// MAX_WAITERS=auto (the default) derives the cap from what the process may use: the
-// cgroup's memory limit (a container's, a pod's) less a fixed reserve, at WAITER_BUDGET_BYTES
-// per waiter, and the open-file limit less a reserve (each waiter holds a socket).
+// hold, in all (MAX_WAITERS: 503 `unavailable` past it) and per client address
+// (MAX_WAITERS_PER_CLIENT: 429 `too_many_waiters`), so a node never grows until it is
+// OOM-killed. Only waiting is refused, held waiters are never dropped, and readiness does not
+// depend on the cap (any client can fill it). MAX_WAITERS=auto derives the cap from the
+// cgroup's memory limit and the open-file limit. docs/streams.md, "A node's waiter cap".
 import { readFileSync } from "node:fs";
 import { ApiError } from "../errors.js";
 
