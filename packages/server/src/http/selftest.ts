@@ -1,19 +1,8 @@
-// GET /v1/selftest: what a client learns about the path between it and the relay (proxies,
-// load balancers), with no token and no room. mode=longpoll holds the answer for `wait` ms,
-// as a waiting recv is held: a proxy that cuts long requests cuts this one too. mode=stream
-// answers as GET /v1/stream does (the same headers and first byte) and sends a `tick` every
-// second for five seconds: ticks that arrive together mean something buffers the stream.
-// `duet doctor` runs both and advises (docs/streams.md, "Behind a proxy").
-//
-// On MCP the self-test is the `selftest` tool, a named probe (selftestProbe below): the call is
-// held with nothing on the wire for its wait (at most MCP_MAX_WAIT_MS, as a waiting recv on
-// MCP), and how it ended (delivered, or cut and when) is noted in the store, so that calling
-// the tool again with the same name, on any node, reads what happened to a call the path cut
-// and the client never saw answered. An address has PROBE_SLOTS notes at most.
-//
-// A held self-test (longpoll with a wait, the stream's ticks, the MCP probe) is a waiter like
-// a waiting recv: it takes a place under the node's cap and its client's bound
-// (realtime/admission.ts), or is refused before it holds anything.
+// GET /v1/selftest and the MCP `selftest` probe: what a client learns about the proxies between
+// it and the relay, with no token and no room. mode=longpoll holds the answer for `wait` ms;
+// mode=stream sends five ticks a second apart; the MCP probe notes in the store how a held
+// call ended, so the same probe name asked again reads it. A held self-test is a waiter under
+// realtime/admission.ts. docs/protocol.md §11.8; docs/mcp.md, "Behind a proxy".
 import { createHash } from "node:crypto";
 import type { RequestHandler, Response } from "express";
 import {
