@@ -1,17 +1,9 @@
-// Cross-node wake-ups over Redis sharded pub/sub. One subscriber connection per node; a
-// room's channel is subscribed when the room gets its first local waiter and unsubscribed
-// a while after its last (reference-counted, with a linger: see LINGER_MS). A message is
-// only a wake-up: waiters re-read Redis.
-//
-// Why waiters need no periodic re-read of their own: pub/sub over a healthy connection
-// does not drop messages, so a wake-up is lost only when the subscriber connection is
-// lost or silently dead. A lost connection is seen by the client (it reconnects, and on
-// 'ready' every waiter re-reads: resyncAll). A silently dead one (a black hole: no reset,
-// nothing arrives) is found by the connection's heartbeat (keepAlive in
-// store/redis/connection.ts: one PING a second per node, whatever the number of waiters),
-// which replaces it; the reconnect then re-reads every waiter. On a cluster the shard
-// subscribers are ioredis's; a replaced one is announced by 'subscribersReady', after
-// which every waiter re-reads.
+// Cross-node wake-ups over Redis sharded pub/sub: one subscriber connection per node, a room's
+// channel subscribed for its first local waiter and unsubscribed LINGER_MS after its last. A
+// message is only a wake-up: waiters re-read Redis. A wake-up is lost only with the subscriber
+// connection, so every waiter re-reads when it reconnects (resyncAll, 'subscribersReady' on a
+// cluster) and the heartbeat in store/redis/connection.ts replaces a silently dead one.
+// docs/streams.md, "Cheaper waiting, for recv and stream alike".
 import { Redis, type Cluster } from "ioredis";
 import { setTimeout as delay } from "node:timers/promises";
 import { within } from "../deadline.js";
