@@ -1,16 +1,8 @@
-// The push stream (GET /v1/stream): a seat's pending messages, oldest first, then each new
-// one as it arrives, until the room ends, a newer stream replaces it, or the node stops; and
-// a `read` event each time the peer acks messages the seat sent (read receipts).
-// Driven by the same wake-up bus as the long-poll recv, so a send on any node reaches a
-// stream on any other. Streaming does not consume: messages stay until acked, and a fresh
-// stream sends the unacked ones again (clients dedupe by id).
-//
-// What an idle stream costs: no Redis call at all between messages, except a last-resort
-// re-read every WAKE_RECHECK_SECONDS (see redis-wakeups.ts for why nothing more is needed),
-// and one heartbeat write every HEARTBEAT_MS, made by one shared timer for all streams. A
-// read receipt costs no Redis call either: the ack's wake-up names the ids it deleted, and
-// the stream writes them as they come (a receipt lost with the node's subscriber
-// connection is not replayed: status's `unread` is the truth, docs/protocol.md §6.5).
+// The push stream (GET /v1/stream): a seat's pending messages, then each new one and a `read`
+// event per ack of its own messages, until the room ends, a newer stream replaces it, or the
+// node stops. It rides the long-poll's wake-up bus and does not consume. Idle, it costs no
+// Redis call but the last-resort re-read every WAKE_RECHECK_SECONDS, and one shared timer
+// writes every heartbeat. docs/streams.md; docs/protocol.md §6.5, §6.6.
 import type { Seat } from "@duet/protocol";
 import type { Message, RoomEnding, StreamEndReason } from "@duet/protocol";
 import { ApiError } from "../errors.js";
