@@ -1,16 +1,9 @@
-// Connections bounded per client address, so that no one address can take the node's file
-// descriptors: at `ulimit -n 2048`, 2,100 idle connections from one address left the relay
-// unable to accept anyone else's (libuv then accepts and closes every new connection).
-//
-// Two bounds, both counted on 'connection', before any byte is read:
-// - per address: past `perAddress` open connections from one address (IPv6 by its /56, as
-//   the rate limits count), a new one gets a 429 JSON answer and is closed at once. A peer
-//   that TRUST_PROXY trusts is exempt: behind a load balancer every connection comes from
-//   the balancer's few addresses, and the balancer bounds each client itself (the shipped
-//   nginx's limit_conn, the ingress annotation).
-// - in all: the server accepts at most `total` connections (net.Server's maxConnections,
-//   which closes the rest on accept), so descriptors stay free for Redis, the metrics
-//   listener and the files the node reads whoever connects.
+// Connections bounded so that no one address can take the node's file descriptors, both
+// counted on 'connection' before any byte is read: per address (IPv6 by its /56), past
+// `perAddress` a new one gets a 429 JSON answer and is closed (peers TRUST_PROXY trusts are
+// exempt: the balancer bounds its clients); in all, at most `total` (net.Server's
+// maxConnections), keeping descriptors for Redis, metrics and files. docs/security.md,
+// "Per-client bounds".
 import type { Server } from "node:http";
 import type { Socket } from "node:net";
 import { ipKeyGenerator } from "express-rate-limit";
