@@ -1,14 +1,8 @@
-// Requests started per client address per turn of the event loop, so that one address
-// cannot fill every turn with its work. Node reads a whole socket buffer per turn and starts
-// every request in it at once: 8 connections pipelining 64 GET /v1/openapi.json each held
-// each turn for about 170 ms of answers (or of 429s, past the rate limit), and another
-// client's recv waited that long (p50 180 ms against 10 ms unflooded).
-//
-// An address starts at most PER_TURN requests in a turn (16: a few milliseconds of work);
-// the rest wait in its queue, in order, and each turn (the check phase, after the poll phase
-// has read every socket) starts PER_TURN more of every queue. A request from an address with nothing queued starts at once.
-// Peers TRUST_PROXY trusts are not queued: behind a load balancer every request comes from
-// its few addresses, and it bounds its clients itself.
+// At most PER_TURN requests started per client address per turn of the event loop: Node starts
+// every request of a socket's buffer at once, so one address pipelining could fill every turn.
+// The rest wait in the address's queue, in order, and each check phase starts PER_TURN more of
+// every queue; an address with nothing queued starts at once. Peers TRUST_PROXY trusts are not
+// queued. docs/security.md, "Per-client bounds".
 import type { RequestHandler } from "express";
 import { ipKeyGenerator } from "express-rate-limit";
 import { bareAddress } from "./client-address.js";
