@@ -1,14 +1,7 @@
-// The relay's HTTP server makes its requests and responses with the app's own prototypes.
-//
-// Express sets the prototype of every request and response (`Object.setPrototypeOf(req,
-// app.request)`, the same for res) as it enters the app. V8 answers that with a hidden class
-// (map) of the object's own, with a descriptor array of its own: ~2.7 KB of heap per request,
-// held for the request's whole life. For a stream or a waiting recv that is hours, or 25 s,
-// times every waiting seat (heap snapshots of 2,000 held streams: two DescriptorArrays of
-// 0.9 and 1.1 KB per stream, two maps and their handlers; a bare Express server holding the
-// same streams: the same). Made with these constructors, a request already has app.request
-// as its prototype, so Express's setPrototypeOf is a no-op (V8 returns early when the
-// prototype is the same) and every request shares its hidden classes.
+// The relay's HTTP server makes its requests and responses with the app's own prototypes, so
+// Express's per-request Object.setPrototypeOf is a no-op. Otherwise V8 gives every request and
+// response a hidden class of its own (~2.7 KB of heap, held for a stream's or a waiting recv's
+// whole life); this way they share their hidden classes. docs/streams.md, "Figures".
 import { IncomingMessage, ServerResponse, type ServerOptions } from "node:http";
 import type { Socket } from "node:net";
 import type { Express } from "express";
