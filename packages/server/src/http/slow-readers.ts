@@ -1,15 +1,9 @@
-// Clients that do not read their answers. Node applies no write timeout once a request has
-// been read, and keeps whatever the kernel has not taken for as long as the connection stays
-// open: a client that asks for a 12.6 MB answer (a 2 MiB text of control characters as JSON)
-// and never reads pinned it in the node for good, one answer per connection.
-//
-// When the app has ended an answer ('prefinish': everything handed to the socket), what the
-// socket still holds is counted against its client (clientKey, the rate limits' key) until
-// 'finish' (flushed to the kernel) or 'close'. An answer not taken within timeoutMs is dropped
-// with its connection; a client holding more than maxBytes untaken gets 429 rate_limited, and
-// an answer that ends while its client already holds more is dropped at once. One client
-// therefore pins at most maxBytes plus one answer per node. A fast client's answers leave
-// nothing in the socket: the cost on the hot path is one listener and one Map lookup.
+// Clients that do not read their answers: Node has no write timeout once a request is read. What
+// a socket still holds of an ended answer ('prefinish' until 'finish' or 'close') counts against
+// its client (clientKey, the rate limits' key): an answer not taken within timeoutMs is dropped
+// with its connection, and past maxBytes the client gets 429 rate_limited. One client pins at
+// most maxBytes plus one answer per node; a client that reads costs one listener and one Map
+// lookup. docs/security.md, "Clients that do not read their answers".
 import type { RequestHandler, Response } from "express";
 import { ApiError } from "../errors.js";
 import { clientKey } from "./rate-limit.js";
