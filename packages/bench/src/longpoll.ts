@@ -1,19 +1,9 @@
 // `pnpm --filter @duet/bench longpoll [--seats N] [--seconds S] [--wait MS] [--clients C]
-// [--env KEY=VALUE ...]`: N seats long-polling one relay, every answer counted. One duet node
-// with the in-process store (as `pnpm start`, no Redis), N/2 paired rooms opened on it, and C
-// client processes (src/longpoll-client.ts, default one per 10,000 seats) holding every seat
-// on a keep-alive connection of its own, looping `GET /v1/recv?wait=MS` (default 25,000) and
-// re-polling as soon as each answer is read; nobody sends, so every answer is a wait that
-// ended, and thousands end together. After the last seat is connected, the run lasts S
-// seconds (default 80). Prints one JSON line: the answers by status and error code (a 408
-// `request_timeout` with a JSON body is the relay's slow-client check, a 408 with no body
-// Node's own), the connections dropped under an outstanding recv, the relay's own count of
-// connections it closed for a timeout, and its event-loop delay. Exits 1 on any answer but
-// a 200 or any drop.
-//
-// Node's version is the one running this script, for the relay and the clients alike: run it
-// under another Node with `PATH=/opt/node26:$PATH pnpm --filter @duet/bench longpoll`.
-// This machine allows a process 20,000 file descriptors: at most ~19,000 seats a relay.
+// [--env KEY=VALUE ...]`: N seats long-polling one relay (in-process store), every answer
+// counted; nobody sends, so thousands of waits end together. Client processes are
+// src/longpoll-client.ts. Prints one JSON line and exits 1 on any answer but a 200 or any
+// drop. Runs on the Node that runs it (`PATH=/opt/node26:$PATH ...`). What it reports:
+// packages/bench/README.md; figures: docs/performance.md.
 import { fork, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { RelayClient, inBatches } from "./client.js";

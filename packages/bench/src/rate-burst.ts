@@ -1,18 +1,9 @@
 // `pnpm --filter @duet/bench rate-burst [--limit N] [--rounds R] [--baseline DIST]
-// [--connections C] [--pipelining P] [--smoke]`:
-// what one client gets through the per-IP request limit (RATE_LIMIT_REQUESTS) when it
-// pipelines a burst to 1, 2 and 3 nodes on one Redis at once (docs/security.md, "Rate
-// limits"). Three duet nodes of this build on the run's own redis-server, and three of a
-// baseline build (a copy of an older packages/server/dist, default
-// packages/server/dist-base, as ab.ts documents) when there is one. Each burst is 1.5 times
-// the limit to every node it uses, all on the wire at once (32 connections per node, 32
-// requests pipelined on each: `--connections`, `--pipelining`), from an address of its own
-// (X-Forwarded-For through TRUST_PROXY), as `GET /v1/status` without a token: the limit
-// counts it first, so 401 is a call the limit let through and 429 one it refused, and
-// nothing else in the call touches Redis. Prints, per build and node count, the calls
-// admitted in each round, the worst one's ratio to the limit and the Redis commands the
-// burst cost (all of them the limit's); writes results/rate-burst.md.
-// `--smoke`: a limit of 60, one round, this build only (the harness cannot rot).
+// [--connections C] [--pipelining P] [--smoke]`: what one client gets through the per-IP
+// request limit when it pipelines a burst of 1.5 × the limit to 1, 2 and 3 nodes on one Redis
+// at once (tokenless `GET /v1/status`: 401 is a call the limit let through, 429 one it
+// refused). This build, and a baseline dist when there is one. Writes results/rate-burst.md.
+// docs/security.md, "Rate limits"; packages/bench/README.md.
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Pool } from "undici";

@@ -1,21 +1,10 @@
 // `pnpm --filter @duet/bench scale [--seats N] [--nodes K] [--clients C] [--mode stream|long-poll]
-// [--cluster] [--smoke]`: many agents on several relay nodes, measured. K duet nodes (each a
-// process of its own on its own core share), the run's own redis-server (or a 3-master
-// Redis Cluster with --cluster), and C client processes (src/scale-client.ts) holding N
-// seats in N/2 rooms, each seat holding `GET /v1/stream` (or looping a 25 s recv), the two
-// seats of a room on different nodes.
-//
-// Phases, each reported: the nodes empty (their fixed CPU and memory); the rooms opened
-// (through setup nodes that are stopped before the seats connect, so the measured nodes'
-// memory holds no garbage of that); every seat connected (time and errors); the idle window
-// (per node CPU, RSS and heap per seat above the empty node; Redis memory, CPU and commands a
-// second); the message load (1 % of rooms sending once a second for a minute: send → event
-// latency across nodes, errors, node CPU under load); and idle again after it.
-//
-// This machine allows a process at most 20,000 file descriptors (the hard limit cannot be
-// raised), so no process, relay or client, holds more than ~17,000 seats: the defaults
-// give 100,000 seats 6 nodes and 6 clients. Everything started is stopped by its PID on
-// every way out (the children also end themselves when this process goes away).
+// [--cluster] [--smoke]`: many agents on several relay nodes, measured: K duet nodes, the run's
+// own Redis (or Cluster), C client processes (src/scale-client.ts) holding N seats in N/2 rooms,
+// the two seats of a room on different nodes. Phases: empty nodes, rooms opened, seats
+// connected, idle window, message load, idle again. No process holds more than ~17,000 seats
+// (a 20,000-descriptor limit); everything started is stopped by its PID on every way out.
+// What each phase reports: packages/bench/README.md.
 import { cpus, loadavg, totalmem } from "node:os";
 import { join } from "node:path";
 import { type SpawnedCluster, type SpawnedRedis, spawnCluster, spawnRedis } from "@duet/testkit";

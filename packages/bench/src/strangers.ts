@@ -1,18 +1,8 @@
 // `pnpm --filter @duet/bench strangers [--only waiters,bigwake,flood,connections] [--smoke]`:
-// can a stranger take a node, or every node, out of service? Four scenarios, each selectable,
-// each on relays of its own (this build, as child processes on the run's Node, and the run's
-// own redis-server), all traffic to 127.0.0.1:
-// - waiters (src/strangers-waiters.ts): one client's waiting recvs or streams against every
-//   node's MAX_WAITERS; another client's recv and every node's /readyz meanwhile.
-// - bigwake (src/strangers-bigwake.ts): one 2 MiB message woken into one seat's many waiting
-//   recvs, on a relay with a 384 MB heap: its RSS, and another client's recv.
-// - flood (src/strangers-flood.ts): GET /v1/openapi.json pipelined from one address; another
-//   client's recv latency calm and flooded.
-// - connections (src/strangers-connections.ts): one address's idle connections and self-test
-//   long-polls against the node's open-file limit; another client's calls meanwhile.
-// It measures and reports: each scenario's table goes to results/strangers-<name>.md (with
-// --smoke, results/smoke/), and each target is printed met or not. It fails only when a
-// scenario could not run (or, with --smoke, measured nothing).
+// can a stranger take a node, or every node, out of service? Four scenarios on relays of their
+// own (src/strangers-waiters.ts, strangers-bigwake.ts, strangers-flood.ts,
+// strangers-connections.ts), each writing results/strangers-<name>.md and printing each target
+// met or not; it fails only when a scenario could not run. packages/bench/README.md, "Strangers".
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
