@@ -522,7 +522,8 @@ async function runSequence(steps: Step[]): Promise<void> {
   }
 }
 
-jest.setTimeout(600_000);
+// A long search (DUET_DIFFERENTIAL_RUNS) on a loaded machine takes about 30 ms a sequence.
+jest.setTimeout(Math.max(600_000, RUNS * 60));
 
 it(`the in-process engine answers and stores as Redis does (${RUNS} sequences)`, async () => {
   await fc.assert(

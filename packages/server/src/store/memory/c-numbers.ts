@@ -48,14 +48,15 @@ export function formatG(n: number, precision: number): string {
   if (n === 0) return Object.is(n, -0) ? "-0" : "0";
   const p = Math.max(precision, 1);
   const abs = Math.abs(n);
-  // X, the exponent style e would write: found from an estimate, then checked on the rounded digits.
+  // X, the exponent style e would write: |n|'s own (exact, not log10's estimate), plus one
+  // when rounding carries it to the next power of ten.
   let exp = Math.floor(Math.log10(abs));
+  while (compareExact(abs, exp) < 0) exp -= 1;
+  while (compareExact(abs, exp + 1) >= 0) exp += 1;
   let digits = roundScaled(abs, p - 1 - exp);
-  for (let tries = 0; tries < 3; tries++) {
-    if (digits >= 10n ** BigInt(p)) exp += 1;
-    else if (digits < 10n ** BigInt(p - 1)) exp -= 1;
-    else break;
-    digits = roundScaled(abs, p - 1 - exp);
+  if (digits === 10n ** BigInt(p)) {
+    exp += 1;
+    digits = 10n ** BigInt(p - 1);
   }
   const text = digits.toString();
   const trim = (fraction: string) => fraction.replace(/0+$/, "");
@@ -69,22 +70,40 @@ export function formatG(n: number, precision: number): string {
   return `${sign}${whole}${fraction ? `.${fraction}` : ""}`;
 }
 
-/** round(|n| * 10^shift), half to even, on the double's exact value. */
-function roundScaled(abs: number, shift: number): bigint {
+/** abs as mantissa * 2^power, exactly. */
+function exactParts(abs: number): { mantissa: bigint; power: number } {
   const view = new DataView(new ArrayBuffer(8));
   view.setFloat64(0, abs);
   const bits = view.getBigUint64(0);
   const exponent = Number((bits >> 52n) & 0x7ffn);
   const fraction = bits & ((1n << 52n) - 1n);
-  // abs = mantissa * 2^power exactly.
-  const mantissa = exponent === 0 ? fraction : fraction | (1n << 52n);
-  const power = exponent === 0 ? -1074 : exponent - 1075;
+  return {
+    mantissa: exponent === 0 ? fraction : fraction | (1n << 52n),
+    power: exponent === 0 ? -1074 : exponent - 1075,
+  };
+}
+
+/** abs * 10^shift as numerator / denominator, exactly. */
+function scaled(abs: number, shift: number): [bigint, bigint] {
+  const { mantissa, power } = exactParts(abs);
   let numerator = mantissa;
   let denominator = 1n;
   if (shift >= 0) numerator *= 10n ** BigInt(shift);
   else denominator *= 10n ** BigInt(-shift);
   if (power >= 0) numerator <<= BigInt(power);
   else denominator <<= BigInt(-power);
+  return [numerator, denominator];
+}
+
+/** The sign of abs - 10^k, exactly. */
+function compareExact(abs: number, k: number): number {
+  const [numerator, denominator] = scaled(abs, -k);
+  return numerator === denominator ? 0 : numerator > denominator ? 1 : -1;
+}
+
+/** round(|n| * 10^shift), half to even, on the double's exact value. */
+function roundScaled(abs: number, shift: number): bigint {
+  const [numerator, denominator] = scaled(abs, shift);
   let quotient = numerator / denominator;
   const twice = (numerator % denominator) * 2n;
   if (twice > denominator || (twice === denominator && quotient % 2n === 1n)) quotient += 1n;
