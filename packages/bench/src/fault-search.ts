@@ -16,11 +16,8 @@ const STRESS = process.argv.includes("--stress");
 const SERVER = resolve(__dirname, "../../server");
 const RESULTS = resolve(__dirname, "../results");
 const TABLE = join(RESULTS, "fault-search.md");
+// Written once, by the first run on a fresh clone; later runs append a row.
 const HEADER = `# Fault search runs
-
-Each row is one long-form run of \`pnpm --filter @duet/bench fault-search\` (Sentinel: a master,
-two replicas, three sentinels, down-after 1 s, AOF everysec; two relays with
-REDIS_WRITE_ACK_REPLICAS=all; the report of each run is \`fault-search-<seed>.json\` here).
 
 | Date (UTC) | Seed | Beside | Load average (start / end) | Failovers | Rounds | Faults drawn | Acknowledged sends | Lost | Acks undone | Stored twice | 503s |
 |---|---|---|---|---|---|---|---|---|---|---|---|
