@@ -1,7 +1,7 @@
 // What the SDK does with an end-to-end encrypted room's texts (the cipher is in e2e.ts):
 // seals a text to send, after checking that its envelope fits, and opens received messages,
 // refusing any that does not authenticate. The CLI seals through here too.
-import { ERRORS, MAX_TEXT_BYTES, type Message } from "@duet/protocol";
+import { ERRORS, MAX_TEXT_BYTES, MESSAGE_TEXT_FIELDS, type Message, type MessageTextField } from "@duet/protocol";
 import type { E2eSession } from "./e2e.js";
 import { DuetError } from "./errors.js";
 import type { OpenedMessage, RejectedMessage } from "./options.js";
@@ -38,14 +38,31 @@ export function textToSend(session: E2eSession | undefined, text: string): strin
   return session ? session.seal(text) : text;
 }
 
-/** Opens each message of an encrypted room, in order: decrypted, or refused with the reason. */
+/**
+ * Opens each message of an encrypted room, in order: every field that carries text (the
+ * protocol's MESSAGE_TEXT_FIELDS) decrypted, the others as they came; or the message refused,
+ * with the reason and its fields that carry no text.
+ */
 export function openAll(session: E2eSession, messages: Message[]): (OpenedMessage | RejectedMessage)[] {
   return messages.map((message) => {
-    const opened = session.open(message.id, message.text);
-    if (!opened.ok)
-      return { id: message.id, from: message.from, reason: opened.reason, explanation: opened.explanation };
-    const result: OpenedMessage = { id: message.id, from: message.from, text: opened.text, seq: opened.seq };
-    if (opened.missing) result.missing = opened.missing;
+    const result: OpenedMessage = { ...message };
+    for (const field of MESSAGE_TEXT_FIELDS) {
+      const sealed = (message as Record<string, unknown>)[field];
+      if (typeof sealed !== "string") continue;
+      const opened = session.open(message.id, sealed);
+      if (!opened.ok) return { ...clearFields(message), reason: opened.reason, explanation: opened.explanation };
+      (result as Record<string, unknown>)[field] = opened.text;
+      result.seq = opened.seq;
+      if (opened.missing) result.missing = opened.missing;
+    }
     return result;
   });
+}
+
+/** A message without its fields that carry text: what a refused message still shows. */
+function clearFields(message: Message): Omit<Message, MessageTextField> {
+  return Object.fromEntries(Object.entries(message).filter(([name]) => !MESSAGE_TEXT_FIELDS.includes(name))) as Omit<
+    Message,
+    MessageTextField
+  >;
 }

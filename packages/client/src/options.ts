@@ -1,5 +1,13 @@
 // The SDK's option and result types, shared by DuetClient and the modules behind it.
-import type { JoinResponse, Message, OpenResponse, RoomEnding, StatusResponse } from "@duet/protocol";
+import type {
+  JoinResponse,
+  Message,
+  MessageTextField,
+  OpenResponse,
+  RoomEnding,
+  StatusResponse,
+  StreamEventData,
+} from "@duet/protocol";
 import type { E2eRejectReason, E2eSession } from "./e2e.js";
 
 /** What a seat-bound call needs: the room code and this seat's secret token. */
@@ -17,13 +25,11 @@ export type JoinedRoom = JoinResponse & { e2e_session?: E2eSession };
 
 /** A message of an encrypted room, decrypted: `seq` is the sender's count; `missing` the numbers skipped before it. */
 export type OpenedMessage = Message & { seq?: number; missing?: { from: number; to: number } };
-/** A message of an encrypted room that was refused: it is never shown as text. */
-export interface RejectedMessage {
-  id: string;
-  from: Message["from"];
+/** A message of an encrypted room that was refused: its fields without those that carry text, which is never shown. */
+export type RejectedMessage = Omit<Message, MessageTextField> & {
   reason: E2eRejectReason;
   explanation: string;
-}
+};
 export type OpenedRecvResponse = { messages: OpenedMessage[]; rejected?: RejectedMessage[] };
 
 export interface DuetClientOptions {
@@ -134,8 +140,9 @@ export type StreamEvent =
   | { event: "open" }
   | { event: "message"; message: Message }
   /** The peer acked (read) these messages of this seat. Ids only, never text; not replayed after a reconnect (status has `unread`). */
-  | { event: "read"; ids: string[] }
-  | { event: "end"; reason: string; ended?: RoomEnding };
+  | ({ event: "read" } & StreamEventData<"read">)
+  /** `reason` is one of STREAM_END_REASONS from this relay, or one a later relay adds ("unknown" when none came). */
+  | ({ event: "end"; reason: string } & Omit<StreamEventData<"end">, "reason">);
 
 export interface StreamOptions {
   /** Closes the stream; iteration then ends with DuetAbortError. */

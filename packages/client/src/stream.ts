@@ -2,8 +2,9 @@
 // eventsource-parser, a small, well-kept parser of the WHATWG event-stream format (line
 // endings, multi-line data, comments and fields as browsers read them). What is duet's
 // here: the first-byte deadline that tells a buffering proxy from a quiet stream, and the
-// mapping of the stream's events to typed values.
-import { RoomEnding } from "@duet/protocol";
+// mapping of the stream's events to typed values, read with the schemas @duet/protocol
+// declares them by (STREAM_EVENTS).
+import { STREAM_EVENTS } from "@duet/protocol";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { DuetAbortError, DuetError, DuetNetworkError } from "./errors.js";
 import type { SeatCredentials, StreamEvent, StreamOptions } from "./options.js";
@@ -143,20 +144,19 @@ export async function* seatStream(
       continue;
     }
     if (item.event === "message") {
-      const data = eventData(path, item);
-      if (typeof data.id === "string" && (data.from === "a" || data.from === "b") && typeof data.text === "string")
-        yield { event: "message", message: { id: data.id, from: data.from, text: data.text } };
+      const message = STREAM_EVENTS.message.safeParse(eventData(path, item));
+      if (message.success) yield { event: "message", message: message.data };
     } else if (item.event === "read") {
-      const data = eventData(path, item);
-      if (Array.isArray(data.ids) && data.ids.every((id) => typeof id === "string"))
-        yield { event: "read", ids: data.ids as string[] };
+      const read = STREAM_EVENTS.read.safeParse(eventData(path, item));
+      if (read.success) yield { event: "read", ...read.data };
     } else if (item.event === "end") {
+      // Read leniently: a reason this SDK does not know yet (a later relay's), or none, still ends the stream.
       const data = eventData(path, item);
-      const ended = RoomEnding.safeParse(data.ended);
+      const ended = STREAM_EVENTS.end.shape.ended.safeParse(data.ended);
       yield {
         event: "end",
         reason: typeof data.reason === "string" ? data.reason : "unknown",
-        ...(ended.success ? { ended: ended.data } : {}),
+        ...(ended.success && ended.data ? { ended: ended.data } : {}),
       };
       return;
     }

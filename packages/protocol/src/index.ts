@@ -2,6 +2,7 @@
 export * from "./e2e.js";
 export * from "./errors.js";
 export * from "./limits.js";
+export * from "./message.js";
 export * from "./room-code.js";
 export * from "./schemas.js";
 export { buildOpenApiDocument } from "./openapi.js";

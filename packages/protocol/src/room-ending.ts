@@ -1,6 +1,7 @@
 // How a room ended, as one sentence: the server puts it in the 404's message and the
 // client prints it, so both say the same thing.
-import type { RoomEnding, Seat } from "./schemas.js";
+import type { Seat } from "./message.js";
+import type { RoomEnding } from "./schemas.js";
 
 const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
 

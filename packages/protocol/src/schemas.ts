@@ -10,10 +10,8 @@ import {
   SELFTEST_TICKS,
   SELFTEST_TICK_MS,
 } from "./limits.js";
+import { Message, MessageId, Seat, textFieldsOf } from "./message.js";
 import { normalizeRoomCode } from "./room-code.js";
-
-export const Seat = z.enum(["a", "b"]).describe('"a" is the opener\'s seat, "b" the joiner\'s.');
-export type Seat = z.infer<typeof Seat>;
 
 /** A room code as sent; normalised to "xxxx-xxxx-xxxx" (case, spaces and dashes tolerated). */
 export const RoomCode = z
@@ -46,15 +44,6 @@ export const IdempotencyKey = z
     `idempotency_key must be 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} visible ASCII characters`,
   )
   .describe("Reuse it when retrying the same send: the same key and text return the same id.");
-
-// Decimal digits only, within the ids a room can reach: "-1", "1.5", "0x10" and " 7" are
-// refused, not read as numbers by the store (until_read, after and Last-Event-ID say the same).
-export const MessageId = z
-  .string()
-  .regex(/^[0-9]{1,15}$/, "a message id is 1 to 15 decimal digits")
-  .describe(
-    "Message id: decimal digits, unique within its room and larger for each later message (compare as numbers).",
-  );
 
 // ---- requests ---------------------------------------------------------------------------
 
@@ -261,7 +250,6 @@ export const JoinResponse = z.object({
   e2e_note: E2eNote,
 });
 export const SendResponse = z.object({ id: MessageId });
-export const Message = z.object({ id: MessageId, from: Seat, text: z.string() });
 export const RecvResponse = z.object({
   messages: z.array(Message).describe("Pending messages for the caller, oldest first."),
 });
@@ -330,6 +318,22 @@ export const RoomEnding = z
   .describe("How the room ended. Present only on a 404 answered to one of the room's seats.");
 export type RoomEnding = z.infer<typeof RoomEnding>;
 
+/** The fields of a delivered message that carry peer text (message.ts marks them): envelopes in an encrypted room. */
+export const MESSAGE_TEXT_FIELDS: readonly string[] = textFieldsOf(Message);
+
+/**
+ * The events of GET /v1/stream (docs/protocol.md §6.5, §6.6), by name, with what each carries:
+ * SSE writes `event: <name>` and `data: <JSON>` (a message's `id:` line too), NDJSON one line
+ * `{"event": <name>, ...}`. The relay writes and the SDK reads them from here.
+ */
+export const STREAM_EVENTS = {
+  message: Message,
+  read: z.object({ ids: z.array(MessageId).describe("The caller's messages the peer acked, oldest first.") }),
+  end: z.object({ reason: z.enum(STREAM_END_REASONS), ended: RoomEnding.optional() }),
+} as const;
+export type StreamEventName = keyof typeof STREAM_EVENTS;
+export type StreamEventData<E extends StreamEventName> = z.infer<(typeof STREAM_EVENTS)[E]>;
+
 export const ErrorResponse = z.object({
   error: z.enum(ERROR_CODES as [string, ...string[]]),
   message: z.string(),
@@ -339,7 +343,6 @@ export const ErrorResponse = z.object({
 export type OpenResponse = z.infer<typeof OpenResponse>;
 export type JoinResponse = z.infer<typeof JoinResponse>;
 export type SendResponse = z.infer<typeof SendResponse>;
-export type Message = z.infer<typeof Message>;
 export type RecvResponse = z.infer<typeof RecvResponse>;
 export type AckResponse = z.infer<typeof AckResponse>;
 export type StatusResponse = z.infer<typeof StatusResponse>;

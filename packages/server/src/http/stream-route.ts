@@ -3,7 +3,14 @@
 // other endpoint; after it, the stream's last event says why it ended. See
 // src/realtime/streams.ts for what it delivers and what it costs.
 import { Router, type Request, type RequestHandler, type Response } from "express";
-import { StreamQuery, type Message, type RoomEnding, type StreamEndReason } from "@duet/protocol";
+import {
+  StreamQuery,
+  type Message,
+  type RoomEnding,
+  type StreamEndReason,
+  type StreamEventData,
+  type StreamEventName,
+} from "@duet/protocol";
 import { apiError } from "../errors.js";
 import type { OpenStreams, PreparedStream, StreamSink } from "../realtime/streams.js";
 import { type ClientGone, goneWhenClosed } from "../realtime/client-gone.js";
@@ -12,6 +19,15 @@ import { clientKey } from "./rate-limit.js";
 import { parseInput } from "./validate.js";
 import { isGuess } from "./room-routes.js";
 
+// The events as @duet/protocol's STREAM_EVENTS declares them; a message goes out whole, as the
+// store read it (the fields of the protocol's Message), never copied field by field.
+const endData = (reason: StreamEndReason, ended?: RoomEnding): StreamEventData<"end"> =>
+  ended ? { reason, ended } : { reason };
+const sseEvent = <E extends StreamEventName>(name: E, data: StreamEventData<E>): string =>
+  `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+const ndjsonEvent = <E extends StreamEventName>(name: E, data: StreamEventData<E>): string =>
+  `${JSON.stringify({ event: name, ...data })}\n`;
+
 // The sinks are classes, so that an open stream holds one small object and no closures.
 class SseSink implements StreamSink {
   constructor(private readonly res: Response) {}
@@ -19,20 +35,17 @@ class SseSink implements StreamSink {
     return this.res.writableLength;
   }
   message(m: Message): void {
-    this.res.write(
-      `id: ${m.id}\nevent: message\ndata: ${JSON.stringify({ id: m.id, from: m.from, text: m.text })}\n\n`,
-    );
+    this.res.write(`id: ${m.id}\n${sseEvent("message", m)}`);
   }
   // No id: line, so a client's Last-Event-ID stays the last message's.
   read(ids: string[]): void {
-    this.res.write(`event: read\ndata: ${JSON.stringify({ ids })}\n\n`);
+    this.res.write(sseEvent("read", { ids }));
   }
   heartbeat(): void {
     this.res.write(": hb\n\n");
   }
   end(reason: StreamEndReason, ended?: RoomEnding): void {
-    if (!this.res.writableEnded)
-      this.res.end(`event: end\ndata: ${JSON.stringify(ended ? { reason, ended } : { reason })}\n\n`);
+    if (!this.res.writableEnded) this.res.end(sseEvent("end", endData(reason, ended)));
   }
 }
 
@@ -42,18 +55,17 @@ class NdjsonSink implements StreamSink {
     return this.res.writableLength;
   }
   message(m: Message): void {
-    this.res.write(`${JSON.stringify({ event: "message", id: m.id, from: m.from, text: m.text })}\n`);
+    this.res.write(ndjsonEvent("message", m));
   }
   read(ids: string[]): void {
-    this.res.write(`${JSON.stringify({ event: "read", ids })}\n`);
+    this.res.write(ndjsonEvent("read", { ids }));
   }
   // A space is JSON whitespace: bytes for the proxies, and no line for a tool that wakes on each one.
   heartbeat(): void {
     this.res.write(" ");
   }
   end(reason: StreamEndReason, ended?: RoomEnding): void {
-    if (!this.res.writableEnded)
-      this.res.end(`${JSON.stringify(ended ? { event: "end", reason, ended } : { event: "end", reason })}\n`);
+    if (!this.res.writableEnded) this.res.end(ndjsonEvent("end", endData(reason, ended)));
   }
 }
 
