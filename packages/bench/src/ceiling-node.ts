@@ -8,9 +8,10 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import express from "express";
 import { Redis } from "ioredis";
 import { MAX_PENDING_BYTES, MAX_PENDING_MESSAGES } from "@duet/protocol";
-import { defineScripts, fieldsOf, type NamedReply } from "@duet/server/dist/store/redis/scripts.js";
+import { defineScripts, fieldsOf } from "@duet/server/dist/store/redis/scripts.js";
 import { RedisKeys } from "@duet/server/dist/store/redis/keys.js";
 import { refused } from "@duet/server/dist/store/redis/redis-store.js";
+import { inboxOfReply } from "@duet/server/dist/store/scripted-store.js";
 import { RedisWakeupBus } from "@duet/server/dist/realtime/redis-wakeups.js";
 import { mintRoomCode, mintSeatToken } from "@duet/server/dist/store/credentials.js";
 import type { WakeEvent } from "@duet/server/dist/store/room-store.js";
@@ -97,14 +98,7 @@ async function send(code: string, token: string, text: string): Promise<Json> {
 async function read(code: string, token: string, touch: boolean) {
   const reply = await redis.duetRecv(...keys.room(code), token, IDLE_MS, touch ? "1" : "0");
   if (typeof reply === "number") throw failure(reply);
-  const inbox = fieldsOf(reply);
-  const seat = String(inbox.seat);
-  const from = seat === "a" ? "b" : "a";
-  const pairs = inbox.messages as NamedReply;
-  const messages: Json[] = [];
-  for (let i = 0; i + 1 < pairs.length; i += 2)
-    messages.push({ id: String(pairs[i]), from, text: String(pairs[i + 1]) });
-  return { seat, messages, expiresInMs: Number(inbox.expires_in) };
+  return inboxOfReply(reply);
 }
 
 // duet's long-poll, stripped to its Redis operations: watch, read, wait, re-read.

@@ -35,6 +35,23 @@ import type { Arg, ScriptBackend } from "./script-backend.js";
 
 const seatOf = (value: unknown): Seat => (value === "b" ? "b" : "a");
 
+/**
+ * recv's reply (recv-7.lua: the seat, expires_in, and the messages as id, text pairs) as an
+ * inbox: the one place a message is made from what the store keeps. A field added to the
+ * protocol's Message is stored by the send and recv scripts and read here (the type says so);
+ * every surface after this passes messages on whole.
+ */
+export function inboxOfReply(reply: NamedReply): InboxSnapshot {
+  const inbox = fieldsOf(reply);
+  const seat = seatOf(inbox.seat);
+  const from = peerOf(seat);
+  const pairs = inbox.messages as NamedReply;
+  const messages: Message[] = [];
+  for (let i = 0; i + 1 < pairs.length; i += 2)
+    messages.push({ id: String(pairs[i]), from, text: String(pairs[i + 1]) });
+  return { seat, messages, expiresInMs: Number(inbox.expires_in) };
+}
+
 export interface ScriptedStoreOptions {
   backend: ScriptBackend;
   wakeups: WakeupBus;
@@ -180,14 +197,7 @@ export class ScriptedRoomStore implements RoomStore {
         reply = await this.change<number | NamedReply>("duetRecv", [...args, "1"]);
       if (reply === Refusal.gone) throw await this.goneError(seat);
       if (typeof reply === "number") throw refused(reply);
-      const inbox = fieldsOf(reply);
-      const mine = seatOf(inbox.seat);
-      const from = peerOf(mine);
-      const pairs = inbox.messages as NamedReply;
-      const messages: Message[] = [];
-      for (let i = 0; i + 1 < pairs.length; i += 2)
-        messages.push({ id: String(pairs[i]), from, text: String(pairs[i + 1]) });
-      return { seat: mine, messages, expiresInMs: Number(inbox.expires_in) };
+      return inboxOfReply(reply);
     });
   }
 
