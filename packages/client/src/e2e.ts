@@ -150,6 +150,16 @@ export class E2eSession {
     return sealEnvelope(this.mine, this.state.sentSeq, text);
   }
 
+  /**
+   * Seals another field that carries text (the protocol's MESSAGE_TEXT_FIELDS) of the message
+   * whose text was sealed last, with that message's sequence number: the peer opens every such
+   * field of a message and refuses one sealed with another number (moved from another message).
+   */
+  sealField(text: string): string {
+    if (this.state.sentSeq === 0) throw new Error("seal the message's text first");
+    return sealEnvelope(this.mine, this.state.sentSeq, text);
+  }
+
   /** Opens a message from the peer. Repeated deliveries of one id are not errors. */
   open(id: string, envelope: string): ReceivedMessage {
     const refuse = (reason: E2eRejectReason): ReceivedMessage => ({

@@ -43,6 +43,19 @@ export function e2eEnvelopeLength(plaintextBytes: number): number {
   return E2E_ENVELOPE_OVERHEAD + 4 * Math.ceil(plaintextBytes / 3);
 }
 
+/** Characters of the longest sequence line a sealed plaintext starts with: up to 16 digits and a newline. */
+const E2E_MAX_SEQUENCE_LINE = 17;
+
+/**
+ * The limit to declare, in every room, for a field that carries peer text (marked carriesText)
+ * of at most `maxBytes` UTF-8 bytes: the length of its envelope, the form it has in an
+ * encrypted room. So a short field is marked like a long one, never left to travel in clear
+ * because an envelope would not fit it (CONTRIBUTING.md, "A new field on every delivered message").
+ */
+export function e2eFieldLimit(maxBytes: number): number {
+  return e2eEnvelopeLength(maxBytes + E2E_MAX_SEQUENCE_LINE);
+}
+
 /** Largest text (UTF-8 bytes) that fits in one envelope when sent with sequence number `seq`. */
 export function e2eMaxTextBytes(seq: number): number {
   return E2E_MAX_PLAINTEXT_BYTES - (String(seq).length + 1);

@@ -5,7 +5,7 @@
 // output schema) and the SDK's recv and stream, and that the SDK opens the marked field in an
 // encrypted room. Only the store is stood in for: it keeps each message's values of the new
 // fields (a real field is stored by the send and recv scripts, CONTRIBUTING.md's checklist).
-import { DuetClient, E2eSession, type SeatCredentials } from "@duet/client";
+import { DuetClient, type SeatCredentials } from "@duet/client";
 import { MESSAGE_TEXT_FIELDS } from "@duet/protocol";
 import type { RoomStore } from "../../src/store/room-store";
 import { openStream } from "../support/stream-client";
@@ -108,7 +108,7 @@ forEachTarget(
       const b: SeatCredentials = { code: joined.code, token: joined.token, e2e: joined.e2e_session };
       // The sender seals each text field of one message with that message's sequence number.
       const { id } = await sdk.send(a, "the text");
-      const sealedSubject = sealAt(a.e2e!, a.e2e!.state.sentSeq, "the subject");
+      const sealedSubject = a.e2e!.sealField("the subject");
       extras.set(id, { subject: sealedSubject, priority: 3 });
 
       // The relay passes the envelope through; only the SDK opens it.
@@ -118,10 +118,10 @@ forEachTarget(
         rejected: [],
       });
 
-      // A subject sealed with another sequence number (moved from another message) is refused,
-      // and the refusal shows the fields that carry no text.
+      // A subject moved from another message (sealed with its sequence number) is refused, and
+      // the refusal shows the fields that carry no text.
       const second = await sdk.send(a, "second");
-      extras.set(second.id, { subject: sealAt(a.e2e!, 1, "an old subject"), priority: 4 });
+      extras.set(second.id, { subject: sealedSubject, priority: 4 });
       const answer = await sdk.recv(b, { waitMs: 0, ack: [id] });
       expect(answer.messages).toEqual([]);
       expect(answer.rejected).toEqual([
@@ -131,8 +131,3 @@ forEachTarget(
   },
   { kinds: ["memory", "redis"] },
 );
-
-/** A value sealed by `session`'s seat with sequence number `seq` (the session itself does not move). */
-function sealAt(session: E2eSession, seq: number, text: string): string {
-  return new E2eSession(session.code, session.seat, { ...session.state, sentSeq: seq - 1 }).seal(text);
-}
