@@ -1,7 +1,7 @@
 // The path self-test from the client's side (GET /v1/selftest, docs/protocol.md §11.8): a
 // long-poll held for its whole wait, and the five-tick stream, run at once. From what
 // arrives, and when, it advises the transport and the wait to use from here.
-import { MAX_WAIT_MS, SELFTEST_TICKS, SelftestResponse } from "@duet/protocol";
+import { MAX_WAIT_MS, SELFTEST_STREAM_EVENTS, SELFTEST_TICKS, SelftestResponse } from "@duet/protocol";
 import { DuetError } from "./errors.js";
 import { eventData, eventStream } from "./stream.js";
 import type { Transport } from "./transport.js";
@@ -142,9 +142,9 @@ async function streamTest(
       if (item.kind === "open") {
         firstByteMs = now() - started;
       } else if (item.event === "tick") {
-        const data = eventData(path, item);
+        const sentAt = SELFTEST_STREAM_EVENTS.tick.shape.sent_at_ms.safeParse(eventData(path, item).sent_at_ms);
         arrivals.push(now());
-        if (typeof data.sent_at_ms === "number") sent.push(data.sent_at_ms);
+        if (sentAt.success) sent.push(sentAt.data);
       } else if (item.event === "end") {
         break;
       }

@@ -334,6 +334,17 @@ export const STREAM_EVENTS = {
 export type StreamEventName = keyof typeof STREAM_EVENTS;
 export type StreamEventData<E extends StreamEventName> = z.infer<(typeof STREAM_EVENTS)[E]>;
 
+/** The events of the self-test's stream (GET /v1/selftest?mode=stream), written as STREAM_EVENTS are. */
+export const SELFTEST_STREAM_EVENTS = {
+  tick: z.object({
+    n: z.number().int().min(1).describe("1 to SELFTEST_TICKS."),
+    sent_at_ms: z.number().describe("When the relay sent it (Unix milliseconds, its clock)."),
+  }),
+  end: z.object({ ticks: z.number().int().min(0).describe("Ticks sent.") }),
+} as const;
+export type SelftestEventName = keyof typeof SELFTEST_STREAM_EVENTS;
+export type SelftestEventData<E extends SelftestEventName> = z.infer<(typeof SELFTEST_STREAM_EVENTS)[E]>;
+
 export const ErrorResponse = z.object({
   error: z.enum(ERROR_CODES as [string, ...string[]]),
   message: z.string(),

@@ -11,6 +11,8 @@ import {
   SELFTEST_TICK_MS,
   SelftestQuery,
   type EndpointParsedInput,
+  type SelftestEventData,
+  type SelftestEventName,
   type SelftestResponse,
   type SelftestToolInput,
   type SelftestToolResponse,
@@ -228,7 +230,7 @@ function ticks(res: Response, format: "sse" | "ndjson"): void {
   });
   res.flushHeaders();
   res.write(sse ? ": duet selftest\n\n" : " ");
-  const event = (name: string, data: Record<string, unknown>) =>
+  const event = <E extends SelftestEventName>(name: E, data: SelftestEventData<E>) =>
     sse ? `event: ${name}\ndata: ${JSON.stringify(data)}\n\n` : `${JSON.stringify({ event: name, ...data })}\n`;
   let n = 0;
   const timer = setInterval(() => {
