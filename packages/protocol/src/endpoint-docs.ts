@@ -11,7 +11,7 @@
 // fail while one differs.
 // Not exported by index.ts: the SDK bundle does not need it.
 import { z } from "zod";
-import { ENDPOINTS, type EndpointSpec, OPERATION_IDS, peerTextField, waits } from "./endpoints.js";
+import { ENDPOINTS, type EndpointSpec, OPERATION_IDS, peerTextField, SEAT_CALL_ERRORS, waits } from "./endpoints.js";
 import { ERRORS, type ErrorCode } from "./errors.js";
 
 interface JsonSchema {
@@ -76,15 +76,7 @@ export function requestShape(spec: EndpointSpec): string {
 export const answerShape = (spec: EndpointSpec): string => shape(json(spec.response, "output"));
 
 /** Codes every room call (and every call with a token) can answer: the tables leave them out. */
-const COMMON_CODES = new Set<ErrorCode>([
-  "bad_request",
-  "forbidden",
-  "rate_limited",
-  "unavailable",
-  "internal",
-  "unauthorized",
-  "not_found",
-]);
+const COMMON_CODES = new Set<ErrorCode>(SEAT_CALL_ERRORS);
 
 /** The call's own refusals, as `409 \`unread\``; "–" when it has none beyond the common ones. */
 function ownErrors(spec: EndpointSpec): string {

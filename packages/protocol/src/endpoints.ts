@@ -18,8 +18,11 @@ export type HttpMethod = "GET" | "POST";
 
 /** Errors any room call can answer before its handler runs (validation, User-Agent, rate limit, store). */
 const COMMON: ErrorCode[] = ["bad_request", "forbidden", "rate_limited", "unavailable", "internal"];
-/** ... and those of every call that takes a seat token. */
-const AUTHED: ErrorCode[] = [...COMMON, "unauthorized", "not_found"];
+/**
+ * ... and those of every call that takes a seat token: the one list of them. The documents'
+ * tables leave these out of a call's own refusals; OpenAPI adds how a room ended to its 404.
+ */
+export const SEAT_CALL_ERRORS: readonly ErrorCode[] = [...COMMON, "unauthorized", "not_found"];
 
 export interface EndpointSpec {
   /** Stable name: the OpenAPI operationId, the SDK method and the MCP tool name. */
@@ -60,7 +63,7 @@ export interface EndpointSpec {
   /** The call can also answer an event stream (text/event-stream or application/x-ndjson), as its description says. */
   streams?: boolean;
   /** Every catalogue code the call can answer. */
-  errors: ErrorCode[];
+  errors: readonly ErrorCode[];
   /**
    * How the call appears as an MCP tool; absent: not a tool. `input` replaces the REST input
    * for tools when the wire form differs (a query's numbers are strings on the wire).
@@ -154,7 +157,14 @@ export const ENDPOINTS = {
     input: { in: "body", schema: S.SendRequest, required: true },
     response: S.SendResponse,
     responseDescription: "Accepted (not yet read). The same idempotency_key and text give the same id.",
-    errors: [...AUTHED, "too_large", "e2e_required", "idempotency_conflict", "mailbox_full", "insufficient_storage"],
+    errors: [
+      ...SEAT_CALL_ERRORS,
+      "too_large",
+      "e2e_required",
+      "idempotency_conflict",
+      "mailbox_full",
+      "insufficient_storage",
+    ],
     tool: {
       title: "Send a text to the peer",
       description:
@@ -183,7 +193,7 @@ export const ENDPOINTS = {
     input: { in: "query", schema: S.RecvQuery, required: true },
     response: S.RecvResponse,
     responseDescription: "Pending messages for you, oldest first.",
-    errors: [...AUTHED, "too_many_waiters"],
+    errors: [...SEAT_CALL_ERRORS, "too_many_waiters"],
     tool: {
       title: "Receive pending messages",
       description:
@@ -226,7 +236,7 @@ export const ENDPOINTS = {
     input: { in: "body", schema: S.AckRequest, required: true },
     response: S.AckResponse,
     responseDescription: "How many messages this call deleted.",
-    errors: AUTHED,
+    errors: SEAT_CALL_ERRORS,
     tool: {
       title: "Acknowledge messages",
       description:
@@ -252,7 +262,7 @@ export const ENDPOINTS = {
     input: { in: "query", schema: S.StatusQuery, required: true },
     response: S.StatusResponse,
     responseDescription: "Members, lifetime, peer, pending counts and the ids of your messages not read yet.",
-    errors: [...AUTHED, "too_many_waiters"],
+    errors: [...SEAT_CALL_ERRORS, "too_many_waiters"],
     tool: {
       title: "Room status",
       description:
@@ -281,7 +291,7 @@ export const ENDPOINTS = {
     input: { in: "body", schema: S.CloseRequest, required: true },
     response: S.CloseResponse,
     responseDescription: "The room is gone.",
-    errors: [...AUTHED, "unread"],
+    errors: [...SEAT_CALL_ERRORS, "unread"],
     tool: {
       title: "Close the room",
       description:
@@ -376,7 +386,52 @@ export const waits = (spec: EndpointSpec): boolean => spec.input !== undefined &
 export const peerTextField = (spec: EndpointSpec): string | undefined =>
   spec.carriesText && "in" in spec.carriesText ? spec.carriesText.in : undefined;
 
-/** Paths of the table's operations with their one allowed method (for 405 answers). */
+/**
+ * The push stream: a room call with a seat token like the table's, declared with the same
+ * fields, but it answers an event stream, never JSON, so it is no operation of the table: no
+ * SDK method, no MCP tool, no JSON 200. Its route is the server's stream-route.ts; its path,
+ * method, room rules, errors and OpenAPI operation come from here.
+ */
+export const STREAM_ENDPOINT = {
+  operationId: "stream",
+  method: "GET",
+  path: "/v1/stream",
+  summary: "Push stream of your pending and new messages (Server-Sent Events or NDJSON)",
+  description:
+    "Held open. One `message` event per message addressed to you (SSE `id:` = message id, data = {id, from, text} as in recv), oldest first, then each new one as it arrives. " +
+    "Does not consume: ack as usual; a fresh stream delivers unacked messages again, so dedupe by id. Resume with the Last-Event-ID header or ?after=<id>. " +
+    "A comment line (`: hb`) about every 20 s keeps proxies from closing it (ndjson: a single space, no newline). " +
+    "Last event: `end` with {reason}: the room's end reason when it ended (as in recv's 404), replaced (a third stream for this seat opened on this node; the oldest ends), shutdown (the node is stopping: reconnect). " +
+    'With format=ndjson each event is one line: {"event":"message","id","from","text"} or {"event":"end","reason"}. Errors before the stream starts are JSON as everywhere.',
+  auth: "bearer",
+  room: true,
+  input: { in: "query", schema: S.StreamQuery, required: true },
+  errors: [...SEAT_CALL_ERRORS, "too_many_waiters"],
+} as const satisfies Pick<
+  EndpointSpec,
+  "operationId" | "method" | "path" | "summary" | "description" | "auth" | "room" | "input" | "errors"
+>;
+
+/** A path the server routes from these declarations: the table's operations and the stream. */
+export interface RouteSpec {
+  path: string;
+  /** Its one allowed method: any other answers 405 with it. */
+  method: HttpMethod;
+  /** A room call: the User-Agent policy and the request limit apply before its route. */
+  room: boolean;
+  /** A GET that also answers HEAD: every one but the stream's (a HEAD would run its checks and open nothing). */
+  head: boolean;
+}
+
+export const ROUTES: readonly RouteSpec[] = [
+  ...OPERATION_IDS.map((id): RouteSpec => {
+    const { path, method, room } = ENDPOINTS[id];
+    return { path, method, room, head: method === "GET" };
+  }),
+  { path: STREAM_ENDPOINT.path, method: STREAM_ENDPOINT.method, room: STREAM_ENDPOINT.room, head: false },
+];
+
+/** Paths of the table's operations and the stream, with their one allowed method (for 405 answers). */
 export const ENDPOINT_METHODS: Record<string, HttpMethod> = Object.fromEntries(
-  OPERATION_IDS.map((id) => [ENDPOINTS[id].path, ENDPOINTS[id].method]),
+  ROUTES.map((route) => [route.path, route.method]),
 );

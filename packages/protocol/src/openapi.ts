@@ -2,7 +2,7 @@
 // schemas that validate requests.
 import { z } from "zod";
 import { ERRORS, type ErrorCode } from "./errors.js";
-import { ENDPOINTS, OPERATION_IDS, type EndpointSpec, peerTextField } from "./endpoints.js";
+import { ENDPOINTS, OPERATION_IDS, type EndpointSpec, peerTextField, STREAM_ENDPOINT } from "./endpoints.js";
 import { API_VERSION, USER_AGENT } from "./limits.js";
 import * as S from "./schemas.js";
 
@@ -15,7 +15,7 @@ const ENDED_NOTE =
   " For a while after a room ended (10 minutes by default), a 404 answered to one of its seat tokens also carries" +
   " `ended`: {reason, by?, abandoned?, at}, saying how it ended; to anyone else the 404 stays bare.";
 
-function errorResponses(codes: ErrorCode[], withEnding = codes.includes("unauthorized")) {
+function errorResponses(codes: readonly ErrorCode[], withEnding = codes.includes("unauthorized")) {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) byStatus.set(ERRORS[code].status, [...(byStatus.get(ERRORS[code].status) ?? []), code]);
   const out: Record<string, unknown> = {};
@@ -92,53 +92,35 @@ function operation(spec: EndpointSpec) {
   return op;
 }
 
+/** The push stream (STREAM_ENDPOINT): its 200 is the stream, and it takes Last-Event-ID. */
+function streamOperation() {
+  const spec = STREAM_ENDPOINT;
+  return {
+    operationId: spec.operationId,
+    summary: spec.summary,
+    description: spec.description,
+    security: bearer,
+    parameters: [
+      ...queryParams(spec.input.schema),
+      {
+        name: "Last-Event-ID",
+        in: "header",
+        required: false,
+        description: "Resume after this message id (what an EventSource sends on reconnect).",
+        schema: { type: "string" },
+      },
+    ],
+    responses: { "200": { description: "The stream.", content: STREAM_CONTENT }, ...errorResponses(spec.errors) },
+  };
+}
+
 export function buildOpenApiDocument(serverUrl?: string) {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const id of OPERATION_IDS) {
     const spec: EndpointSpec = ENDPOINTS[id];
     paths[spec.path] = { ...paths[spec.path], [spec.method.toLowerCase()]: operation(spec) };
   }
-  // The push stream: a room call (Bearer, User-Agent policy) that is no JSON operation, so
-  // not in the table (no SDK method derived from it, no MCP tool).
-  paths["/v1/stream"] = {
-    get: {
-      operationId: "stream",
-      summary: "Push stream of your pending and new messages (Server-Sent Events or NDJSON)",
-      description:
-        "Held open. One `message` event per message addressed to you (SSE `id:` = message id, data = {id, from, text} as in recv), oldest first, then each new one as it arrives. " +
-        "Does not consume: ack as usual; a fresh stream delivers unacked messages again, so dedupe by id. Resume with the Last-Event-ID header or ?after=<id>. " +
-        "A comment line (`: hb`) about every 20 s keeps proxies from closing it (ndjson: a single space, no newline). " +
-        "Last event: `end` with {reason}: the room's end reason when it ended (as in recv's 404), replaced (a third stream for this seat opened on this node; the oldest ends), shutdown (the node is stopping: reconnect). " +
-        'With format=ndjson each event is one line: {"event":"message","id","from","text"} or {"event":"end","reason"}. Errors before the stream starts are JSON as everywhere.',
-      security: bearer,
-      parameters: [
-        ...queryParams(S.StreamQuery),
-        {
-          name: "Last-Event-ID",
-          in: "header",
-          required: false,
-          description: "Resume after this message id (what an EventSource sends on reconnect).",
-          schema: { type: "string" },
-        },
-      ],
-      responses: {
-        "200": {
-          description: "The stream.",
-          content: STREAM_CONTENT,
-        },
-        ...errorResponses([
-          "bad_request",
-          "forbidden",
-          "rate_limited",
-          "too_many_waiters",
-          "unavailable",
-          "internal",
-          "unauthorized",
-          "not_found",
-        ]),
-      },
-    },
-  };
+  paths[STREAM_ENDPOINT.path] = { get: streamOperation() };
   // Documents, not operations of the table: public, any User-Agent. Built with the public base
   // URL: without PUBLIC_URL, a malformed Host is 400 (docs/protocol.md §5.1).
   const tooMany = errorResponses(["bad_request", "rate_limited"]);

@@ -2,7 +2,7 @@
 // listening by itself (main.ts does that), so tests can build as many as they like.
 import { join } from "node:path";
 import express, { type Express, type RequestHandler, type Response } from "express";
-import { ENDPOINT_METHODS, buildOpenApiDocument, normalizeRoomCode } from "@duet/protocol";
+import { ENDPOINT_METHODS, ROUTES, buildOpenApiDocument, normalizeRoomCode } from "@duet/protocol";
 import type { Config } from "./config.js";
 import { ApiError, apiError } from "./errors.js";
 import type { Logger } from "./logger.js";
@@ -34,7 +34,7 @@ import { requestLog } from "./http/request-log.js";
 import { knownRoutes } from "./http/known-routes.js";
 import { MCP_PATH, mcpRoutes } from "./http/mcp.js";
 import { operations, type Operations } from "./http/operations.js";
-import { ROOM_ENDPOINTS, labelRoomPath, roomRoutes } from "./http/room-routes.js";
+import { ROOM_PATHS, labelRoomPath, roomRoutes } from "./http/room-routes.js";
 import { securityHeaders } from "./http/security-headers.js";
 import { HeldSelftests, selftestStream } from "./http/selftest.js";
 import { slowReaders, type SlowReaders } from "./http/slow-readers.js";
@@ -71,8 +71,10 @@ export interface DuetApp extends Express {
   };
 }
 
-/** A path's Allow header: its one method, and HEAD beside GET except on the push stream. */
-const allowFor = (path: string, method: string) => (method === "GET" && path !== "/v1/stream" ? "GET, HEAD" : method);
+/** Paths whose GET also answers HEAD (every route's but the push stream's). */
+const WITH_HEAD = new Set(ROUTES.filter((route) => route.head).map((route) => route.path));
+/** A path's Allow header: its one method, and HEAD beside a GET that answers it. */
+const allowFor = (path: string, method: string) => (WITH_HEAD.has(path) ? "GET, HEAD" : method);
 
 /** MAX_WAITERS as a count (undefined: no cap); `auto` from this process's limits, logged. */
 function resolveWaiterCap(setting: Config["maxWaiters"], logger: AppDeps["logger"]): number | undefined {
@@ -177,7 +179,7 @@ export function createApp(deps: AppDeps): DuetApp {
   // OPTIONS on an API path, and HEAD on the push stream, answer the JSON 405 of every other
   // method with its Allow, before Express's own OPTIONS answer (200 text/plain "POST") or a
   // HEAD that runs the stream's checks and answers 400 without a body. No CORS either way.
-  const onlyMethod: Record<string, string> = { ...ENDPOINT_METHODS, ...ROOM_ENDPOINTS, [MCP_PATH]: "POST" };
+  const onlyMethod: Record<string, string> = { ...ENDPOINT_METHODS, [MCP_PATH]: "POST" };
   // The path as the routes match it: Express ignores case and one trailing slash, so
   // `/V1/JOIN` and `/v1/stream/` reach the same routes and must get the same 405.
   const onlyMethodByLowerCase = new Map(Object.entries(onlyMethod).map(([path, m]) => [path.toLowerCase(), [path, m]]));
@@ -186,7 +188,7 @@ export function createApp(deps: AppDeps): DuetApp {
     const found = onlyMethodByLowerCase.get(req.path.toLowerCase().replace(/(.)\/$/, "$1"));
     if (found === undefined) return next();
     const [path, method] = found;
-    if (req.method === "HEAD" && path !== "/v1/stream") return next();
+    if (req.method === "HEAD" && (method !== "GET" || WITH_HEAD.has(path))) return next();
     res.set("Allow", allowFor(path, method));
     next(apiError("method_not_allowed", `Use ${method} ${path}.`));
   });
@@ -194,8 +196,7 @@ export function createApp(deps: AppDeps): DuetApp {
   // ---- room endpoints first (the fewest layers for the hot path): User-Agent policy, then
   // rate limits. Every room call walks the same layers as any other request, so middleware
   // added with app.use above reaches it too. ------------------------------------------
-  const roomPaths = Object.keys(ROOM_ENDPOINTS);
-  app.use(roomPaths, labelRoomPath, userAgents, publicLimiter);
+  app.use(ROOM_PATHS, labelRoomPath, userAgents, publicLimiter);
   // /v1/stats for a browser: the same figures as a page (stats-page.ts); JSON goes on to the table's route.
   app.get(STATS_PATH, (req, res, next) => {
     res.vary("Accept");
@@ -303,7 +304,7 @@ export function createApp(deps: AppDeps): DuetApp {
   });
 
   // ---- everything else -----------------------------------------------------------------
-  for (const [path, method] of Object.entries({ ...ENDPOINT_METHODS, ...ROOM_ENDPOINTS })) {
+  for (const [path, method] of Object.entries(ENDPOINT_METHODS)) {
     app.all(path, (_req, res, next) => {
       res.set("Allow", allowFor(path, method));
       next(apiError("method_not_allowed", `Use ${method} ${path}.`));

@@ -2,7 +2,7 @@
 // operation's method, path, body or query validation and auth come from its entry; what it
 // does is in operations.ts, shared with the MCP tools.
 import { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from "express";
-import { ENDPOINTS, OPERATION_IDS, type EndpointSpec, type OperationId } from "@duet/protocol";
+import { ENDPOINTS, OPERATION_IDS, ROUTES, type EndpointSpec, type OperationId } from "@duet/protocol";
 import { seatToken } from "./auth.js";
 import { hashSeatToken } from "../store/credentials.js";
 import { labelRoute } from "./request-log.js";
@@ -133,13 +133,7 @@ export const labelRoomPath: RequestHandler = (req, _res, next) => {
   next();
 };
 
-/** Paths of the room endpoints (User-Agent policy applies), with their one allowed method. */
-export const ROOM_ENDPOINTS: Record<string, "GET" | "POST"> = {
-  ...Object.fromEntries(
-    OPERATION_IDS.filter((id) => ENDPOINTS[id].room).map((id) => [ENDPOINTS[id].path, ENDPOINTS[id].method]),
-  ),
-  // The push stream (stream-route.ts): a room call outside the table (it answers no JSON).
-  "/v1/stream": "GET",
-};
+/** Paths of the room endpoints (User-Agent policy applies): the table's room calls and the push stream. */
+export const ROOM_PATHS: string[] = ROUTES.filter((route) => route.room).map((route) => route.path);
 
-const ROOM_PATHS_BY_LOWER_CASE = new Map(Object.keys(ROOM_ENDPOINTS).map((path) => [path.toLowerCase(), path]));
+const ROOM_PATHS_BY_LOWER_CASE = new Map(ROOM_PATHS.map((path) => [path.toLowerCase(), path]));

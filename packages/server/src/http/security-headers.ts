@@ -22,10 +22,9 @@ export const API_HEADERS: readonly (readonly [string, string])[] = [
   ["X-Content-Type-Options", "nosniff"],
 ];
 
-/** The API's paths: the endpoint table's, the push stream, MCP, probes, and the OpenAPI document. */
+/** The API's paths: the endpoint table's and the push stream's, MCP, probes, and the OpenAPI document. */
 export const API_PATHS: ReadonlySet<string> = new Set([
   ...Object.keys(ENDPOINT_METHODS),
-  "/v1/stream",
   "/mcp",
   "/healthz",
   "/readyz",
