@@ -8,7 +8,7 @@ import type { ClientRateLimitInfo, Options, Store } from "express-rate-limit";
 import { within } from "../deadline.js";
 import type { RedisKeys } from "../store/redis/keys.js";
 import type { RedisClient } from "../store/redis/connection.js";
-import { scriptSource } from "../store/redis/scripts.js";
+import { type ScriptReply, scriptSource } from "../store/redis/scripts.js";
 
 type Answer = (admitted: boolean) => void;
 
@@ -40,7 +40,7 @@ interface Window {
   queued: Map<string, Entry>;
 }
 
-type LeaseTokens = (key: string, ...args: (string | number)[]) => Promise<number[]>;
+type LeaseTokens = (key: string, ...args: (string | number)[]) => Promise<ScriptReply<"duetLeaseTokens">>;
 
 const TIMEOUT = Symbol("timeout");
 
@@ -75,10 +75,10 @@ export class LeasedRedisRateLimitStore implements Store {
   ) {
     this.prefix = keys.rateLimit(name);
     const { lua, numberOfKeys } = scriptSource("duetLeaseTokens");
-    const commands = client as unknown as { duetLeaseTokens?: LeaseTokens };
-    if (typeof commands.duetLeaseTokens !== "function") client.defineCommand("duetLeaseTokens", { numberOfKeys, lua });
-    this.leaseTokens = (key, ...args) =>
-      (client as unknown as { duetLeaseTokens: LeaseTokens }).duetLeaseTokens(key, ...args);
+    // A client of the store has it already (defineScripts); the typing says every client has.
+    if (typeof (client.duetLeaseTokens as unknown) !== "function")
+      client.defineCommand("duetLeaseTokens", { numberOfKeys, lua });
+    this.leaseTokens = (key, ...args) => client.duetLeaseTokens(key, ...args);
   }
 
   init(options: Options): void {

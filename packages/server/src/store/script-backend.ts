@@ -2,16 +2,16 @@
 // and a few plain commands. Redis runs them with EVALSHA (redis/redis-store.ts); the
 // in-process store on a Lua VM over an in-memory keyspace (memory/memory-store.ts). One
 // store class (scripted-store.ts) speaks to either, so a room rule lives in one script.
-import type { ScriptName } from "./redis/scripts.js";
+import type { ScriptName, ScriptReply } from "./redis/scripts.js";
 
 export type Arg = string | number;
 
 export interface ScriptBackend {
   readonly kind: "memory" | "redis";
   /** Runs a script that only reads, or whose writes need no replica's acknowledgement. */
-  script<T>(name: ScriptName, args: Arg[]): Promise<T>;
+  script<N extends ScriptName>(name: N, args: Arg[]): Promise<ScriptReply<N>>;
   /** Runs a state-changing script; with write-ack on, answers once the replicas have it. */
-  change<T>(name: ScriptName, args: Arg[]): Promise<T>;
+  change<N extends ScriptName>(name: N, args: Arg[]): Promise<ScriptReply<N>>;
   /** True when change() waits for replicas (a recv then re-reads through change). */
   readonly acknowledgesWrites: boolean;
   /**

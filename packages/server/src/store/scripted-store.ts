@@ -29,7 +29,7 @@ import {
   type WakeupBus,
 } from "./room-store.js";
 import { RedisKeys } from "./redis/keys.js";
-import { fieldsOf, type NamedReply, type ScriptName } from "./redis/scripts.js";
+import { fieldsOf, type NamedReply, type ScriptName, type ScriptReply } from "./redis/scripts.js";
 import { Refusal, refused } from "./redis/refusals.js";
 import type { Arg, ScriptBackend } from "./script-backend.js";
 
@@ -86,8 +86,8 @@ export class ScriptedRoomStore implements RoomStore {
     return this.backend.guard(operation);
   }
 
-  private change<T>(name: ScriptName, args: Arg[]): Promise<T> {
-    return this.backend.change<T>(name, args);
+  private change<N extends ScriptName>(name: N, args: Arg[]): Promise<ScriptReply<N>> {
+    return this.backend.change(name, args);
   }
 
   /**
@@ -100,7 +100,7 @@ export class ScriptedRoomStore implements RoomStore {
   private async claimRoom(owner: string, code: string): Promise<void> {
     const key = this.keys.clientRooms(owner);
     const claim = (...gone: string[]) =>
-      this.backend.script<[number, number?]>("duetClaim", [key, code, this.maxMs, this.roomsPerOwner, ...gone]);
+      this.backend.script("duetClaim", [key, code, this.maxMs, this.roomsPerOwner, ...gone]);
     let [status, retryMs] = await claim();
     if (status !== Refusal.tooManyRooms) return;
     const codes = await this.backend.zrange(key, "0", "-1");
@@ -123,7 +123,7 @@ export class ScriptedRoomStore implements RoomStore {
         const code = mintRoomCode();
         if (owner !== undefined) await this.claimRoom(owner, code);
         const token = mintSeatToken();
-        const expiresInMs = await this.change<number>("duetOpen", [
+        const expiresInMs = await this.change("duetOpen", [
           ...this.keys.room(code),
           this.keys.tallyFor(code),
           hashSeatToken(token),
@@ -146,7 +146,7 @@ export class ScriptedRoomStore implements RoomStore {
   joinRoom(code: string): Promise<SeatGrant> {
     return this.run(async () => {
       const token = mintSeatToken();
-      const reply = await this.change<number | NamedReply>("duetJoin", [
+      const reply = await this.change("duetJoin", [
         ...this.keys.room(code),
         this.keys.tallyFor(code),
         hashSeatToken(token),
@@ -161,7 +161,7 @@ export class ScriptedRoomStore implements RoomStore {
 
   sendMessage(input: SendInput): Promise<{ id: string; replayed: boolean }> {
     return this.run(async () => {
-      const reply = await this.change<number | NamedReply>("duetSend", [
+      const reply = await this.change("duetSend", [
         ...this.keys.room(input.code),
         this.keys.tallyFor(input.code),
         input.tokenHash,
@@ -184,7 +184,7 @@ export class ScriptedRoomStore implements RoomStore {
   readInbox(seat: SeatCredentials, touch: boolean): Promise<InboxSnapshot> {
     return this.run(async () => {
       const args = [...this.keys.room(seat.code), seat.tokenHash, this.idleMs];
-      let reply = await this.backend.script<number | NamedReply>("duetRecv", [...args, touch ? "1" : "0"]);
+      let reply = await this.backend.script("duetRecv", [...args, touch ? "1" : "0"]);
       // With write-ack, a recv hands out only messages the replicas have: a send that
       // answered 503 may still be on the master, and one that a failover then loses must
       // never have been seen (the reader would hold a message the relay no longer has). The
@@ -194,7 +194,7 @@ export class ScriptedRoomStore implements RoomStore {
         typeof reply !== "number" &&
         (fieldsOf(reply).messages as NamedReply).length > 0
       )
-        reply = await this.change<number | NamedReply>("duetRecv", [...args, "1"]);
+        reply = await this.change("duetRecv", [...args, "1"]);
       if (reply === Refusal.gone) throw await this.goneError(seat);
       if (typeof reply === "number") throw refused(reply);
       return inboxOfReply(reply);
@@ -203,7 +203,7 @@ export class ScriptedRoomStore implements RoomStore {
 
   ackMessages(seat: SeatCredentials, ids: string[]): Promise<{ acked: number }> {
     return this.run(async () => {
-      const status = await this.change<number>("duetAck", [
+      const status = await this.change("duetAck", [
         ...this.keys.room(seat.code),
         seat.tokenHash,
         this.idleMs,
@@ -218,7 +218,7 @@ export class ScriptedRoomStore implements RoomStore {
 
   getStatus(seat: SeatCredentials, touch = true): Promise<RoomStatus> {
     return this.run(async () => {
-      const reply = await this.backend.script<number | NamedReply>("duetStatus", [
+      const reply = await this.backend.script("duetStatus", [
         ...this.keys.room(seat.code),
         seat.tokenHash,
         this.idleMs,
@@ -244,7 +244,7 @@ export class ScriptedRoomStore implements RoomStore {
 
   closeRoom(seat: SeatCredentials, force: boolean): Promise<void> {
     return this.run(async () => {
-      const status = await this.change<number>("duetClose", [
+      const status = await this.change("duetClose", [
         ...this.keys.room(seat.code),
         this.keys.tallyFor(seat.code),
         seat.tokenHash,
@@ -262,10 +262,7 @@ export class ScriptedRoomStore implements RoomStore {
    * the ending is still kept, else bare. One more script call, on this path only.
    */
   private async goneError(seat: SeatCredentials): Promise<ApiError> {
-    const reply = await this.backend.script<number | NamedReply>("duetEnding", [
-      this.keys.ending(seat.code),
-      seat.tokenHash,
-    ]);
+    const reply = await this.backend.script("duetEnding", [this.keys.ending(seat.code), seat.tokenHash]);
     if (typeof reply === "number") return apiError("not_found");
     const ending = fieldsOf(reply);
     const me = seatOf(ending.seat);

@@ -5,7 +5,7 @@
 // keys (Redis has its own).
 import { storeFullError } from "../../errors.js";
 import { LocalWakeupBus } from "../../realtime/local-wakeups.js";
-import { SCRIPTS, type ScriptName } from "../redis/scripts.js";
+import { SCRIPTS, type ScriptName, type ScriptReply } from "../redis/scripts.js";
 import type { RoomLifetimes, StoreBudget, WakeEvent } from "../room-store.js";
 import type { Arg, ScriptBackend } from "../script-backend.js";
 import { ScriptedRoomStore } from "../scripted-store.js";
@@ -50,7 +50,7 @@ class MemoryBackend implements ScriptBackend {
     return operation();
   }
 
-  async script<T>(name: ScriptName, args: Arg[]): Promise<T> {
+  async script<N extends ScriptName>(name: N, args: Arg[]): Promise<ScriptReply<N>> {
     this.vm ??= import("./lua-vm.js").then(({ sharedLuaVm }) => sharedLuaVm());
     const vm = await this.vm;
     let reply: Reply;
@@ -59,20 +59,21 @@ class MemoryBackend implements ScriptBackend {
     } finally {
       this.deliver();
     }
-    return reply as T;
+    // The Lua VM answers what Redis would: the script's declared reply.
+    return reply as ScriptReply<N>;
   }
 
   /**
    * A script that adds rooms or text is refused 507 when what it carries would pass the
    * budget: before it runs, as Redis refuses a script under maxmemory, so nothing is half done.
    */
-  async change<T>(name: ScriptName, args: Arg[]): Promise<T> {
-    if ("grows" in SCRIPTS[name] && SCRIPTS[name].grows) {
+  async change<N extends ScriptName>(name: N, args: Arg[]): Promise<ScriptReply<N>> {
+    if (SCRIPTS[name].grows) {
       let bytes = 0;
       for (const arg of args) bytes += typeof arg === "string" ? Buffer.byteLength(arg, "utf8") : 8;
       if (this.keyspace.used + Math.max(bytes, MIN_GROWTH_BYTES) > this.maxBytes) throw storeFullError();
     }
-    return this.script<T>(name, args);
+    return this.script(name, args);
   }
 
   private deliver(): void {

@@ -9,7 +9,7 @@ import { ScriptedRoomStore } from "../scripted-store.js";
 import { closeConnection, type RedisClient } from "./connection.js";
 import { Refusal, refused, storeFailure } from "./refusals.js";
 import { patience, type ReplyClock } from "./reply-clock.js";
-import { defineScripts, type ScriptName } from "./scripts.js";
+import { defineScripts, type ScriptName, type ScriptReply } from "./scripts.js";
 import { WriteAcknowledger, type WriteAck } from "./write-ack.js";
 
 export { Refusal, refused, storeFailure };
@@ -81,14 +81,16 @@ class RedisBackend implements ScriptBackend {
     );
   }
 
-  script<T>(name: ScriptName, args: Arg[]): Promise<T> {
-    return (this.client[name] as (...a: Arg[]) => Promise<T>).apply(this.client, args);
+  script<N extends ScriptName>(name: N, args: Arg[]): Promise<ScriptReply<N>> {
+    // The command is typed by SCRIPTS (scripts.ts); TypeScript cannot narrow a client's
+    // commands by a generic name, so this restates that type, it does not choose one.
+    return (this.client[name] as (...a: Arg[]) => Promise<ScriptReply<N>>).apply(this.client, args);
   }
 
   /** With write-ack on, answers once the replicas have the change (write-ack.ts). */
-  change<T>(name: ScriptName, args: Arg[]): Promise<T> {
-    if (!this.writeAck) return this.script<T>(name, args);
-    return this.writeAck.change<T>(name, args);
+  change<N extends ScriptName>(name: N, args: Arg[]): Promise<ScriptReply<N>> {
+    if (!this.writeAck) return this.script(name, args);
+    return this.writeAck.change(name, args);
   }
 
   hmget(key: string, ...fields: string[]): Promise<(string | null)[]> {

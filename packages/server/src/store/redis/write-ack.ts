@@ -13,7 +13,7 @@ import calculateSlot from "cluster-key-slot";
 import { Cluster, ReplyError } from "ioredis";
 import { apiError, type ApiError } from "../../errors.js";
 import type { RedisClient } from "./connection.js";
-import { scriptSource, type ScriptName } from "./scripts.js";
+import { scriptSource, type ScriptName, type ScriptReply } from "./scripts.js";
 
 /** A fixed number of replicas, or "all": every replica the master has, never fewer than one. */
 export type WriteAckReplicas = number | "all";
@@ -300,7 +300,7 @@ export class WriteAcknowledger {
    * wait behind more of them than can answer within the operation timeout is refused at
    * once (503, nothing sent: its retry is safe).
    */
-  async change<T>(name: ScriptName, args: Arg[]): Promise<T> {
+  async change<N extends ScriptName>(name: N, args: Arg[]): Promise<ScriptReply<N>> {
     const node = this.ack.client instanceof Cluster ? this.nodeFor(args[0]!) : "";
     let queue = this.queues.get(node);
     if (!queue) {
@@ -310,13 +310,18 @@ export class WriteAcknowledger {
     if (queue.shortOfReplicas && queue.outstanding >= this.queueLimit) throw replicasBehind();
     queue.outstanding++;
     try {
-      return await this.send<T>(name, args, node, queue);
+      return await this.send(name, args, node, queue);
     } finally {
       queue.outstanding--;
     }
   }
 
-  private async send<T>(name: ScriptName, args: Arg[], node: string, queue: { shortOfReplicas: boolean }): Promise<T> {
+  private async send<N extends ScriptName>(
+    name: N,
+    args: Arg[],
+    node: string,
+    queue: { shortOfReplicas: boolean },
+  ): Promise<ScriptReply<N>> {
     const { ack, count } = this;
     const script = scriptSource(name);
     if (count && !count.knows(node)) await this.learn(count, node);
@@ -353,7 +358,7 @@ export class WriteAcknowledger {
     }
     if (!waitError) queue.shortOfReplicas = Number(confirmed) < asked;
     // A refusal stored nothing that matters: answer it whatever WAIT says.
-    if (refusedStatus(reply)) return reply as T;
+    if (refusedStatus(reply)) return reply as ScriptReply<N>;
     if (waitError) throw waitError;
     let wanted = asked;
     if (count) {
@@ -366,6 +371,6 @@ export class WriteAcknowledger {
       if (!Number.isFinite(wanted)) throw notReplicated(Number(confirmed), asked);
     }
     if (Number(confirmed) < wanted) throw notReplicated(Number(confirmed), wanted);
-    return reply as T;
+    return reply as ScriptReply<N>;
   }
 }
