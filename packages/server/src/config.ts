@@ -369,3 +369,12 @@ function redisSettingsFrom(e: z.infer<typeof ConfigSchema>) {
 
 /** Names of every environment variable the server reads (for infra checks). */
 export const CONFIG_VARIABLES = Object.keys(ConfigSchema.shape) as (keyof typeof ConfigSchema.shape)[];
+
+/**
+ * The settings with every variable unset: the one source of a default for code that can run
+ * without a Config (the recipe, the stores, the Redis helpers): they read it here rather than
+ * repeat a number of ConfigSchema.
+ */
+export const CONFIG_DEFAULTS: Config = settingsFrom(ConfigSchema.parse({}));
+/** The Redis settings' defaults (CONFIG_DEFAULTS has no Redis), as for one REDIS_URL. */
+export const REDIS_DEFAULTS: RedisConfig = redisSettingsFrom(ConfigSchema.parse({}));

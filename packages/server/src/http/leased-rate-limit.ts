@@ -5,6 +5,7 @@
 // calls later. The bounds and the lease rules: docs/security.md, "Rate limits". Opens and
 // joins keep the exact store (FailOpenRedisRateLimitStore): their budget bounds code guessing.
 import type { ClientRateLimitInfo, Options, Store } from "express-rate-limit";
+import { CONFIG_DEFAULTS } from "../config.js";
 import { within } from "../deadline.js";
 import type { RedisKeys } from "../store/redis/keys.js";
 import type { RedisClient } from "../store/redis/connection.js";
@@ -62,14 +63,14 @@ export class LeasedRedisRateLimitStore implements Store {
   /**
    * @param timeoutMs longest wait for a lease when the node holds no token; past it (or on an
    * error) the node counts alone until Redis answers again (RATE_LIMIT_REDIS_TIMEOUT_MS,
-   * default 500 ms; docs/security.md, "Rate limits")
+   * docs/security.md, "Rate limits")
    * @param maxLease largest lease, in tokens (default: 1 % of the limit, at least 1)
    */
   constructor(
     private readonly client: RedisClient,
     private readonly keys: RedisKeys,
     private readonly name: string,
-    private readonly timeoutMs = 500,
+    private readonly timeoutMs = CONFIG_DEFAULTS.rateLimit.redisTimeoutMs,
     private readonly now: () => number = Date.now,
     private readonly maxLeaseSetting?: number,
   ) {

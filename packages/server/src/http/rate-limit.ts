@@ -8,6 +8,7 @@ import { Cluster } from "ioredis";
 import { within } from "../deadline.js";
 import { ApiError } from "../errors.js";
 import type { RedisClient } from "../store/redis/connection.js";
+import { CONFIG_DEFAULTS } from "../config.js";
 
 export interface RateLimitSettings {
   windowMs: number;
@@ -35,13 +36,13 @@ export class FailOpenRedisRateLimitStore implements Store {
 
   /**
    * @param timeoutMs longest wait for a count before letting the call through
-   * (RATE_LIMIT_REDIS_TIMEOUT_MS, default 500 ms): a healthy Redis answers in a few ms, and
+   * (RATE_LIMIT_REDIS_TIMEOUT_MS): a healthy Redis answers in a few ms, and
    * the call itself still answers 503 within the command timeout when Redis is gone.
    */
   constructor(
     private readonly client: RedisClient,
     readonly prefix: string,
-    private readonly timeoutMs = 500,
+    private readonly timeoutMs = CONFIG_DEFAULTS.rateLimit.redisTimeoutMs,
   ) {}
 
   init(options: Options): void {

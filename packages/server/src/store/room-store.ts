@@ -139,10 +139,7 @@ export interface RoomLifetimes {
   maxMs: number;
   /**
    * How long after a room ends its seats still learn how it ended (a 404 with `ended`);
-   * the code cannot be minted again meanwhile. 0: a bare 404 at once. Default 10 minutes.
+   * the code cannot be minted again meanwhile. 0: a bare 404 at once. Default ROOM_ENDING_KEEP_SECONDS's.
    */
   endingKeepMs?: number;
 }
-
-/** Default of RoomLifetimes.endingKeepMs (ROOM_ENDING_KEEP_SECONDS). */
-export const DEFAULT_ENDING_KEEP_MS = 600_000;

@@ -15,18 +15,18 @@ import {
   peerOf,
   type EndingRecord,
 } from "./room-rules.js";
-import {
-  DEFAULT_ENDING_KEEP_MS,
-  type InboxSnapshot,
-  type RoomLifetimes,
-  type RoomStatus,
-  type RoomStore,
-  type SeatCredentials,
-  type SeatGrant,
-  type SendInput,
-  type StoreBudget,
-  type StoreTally,
-  type WakeupBus,
+import { CONFIG_DEFAULTS } from "../config.js";
+import type {
+  InboxSnapshot,
+  RoomLifetimes,
+  RoomStatus,
+  RoomStore,
+  SeatCredentials,
+  SeatGrant,
+  SendInput,
+  StoreBudget,
+  StoreTally,
+  WakeupBus,
 } from "./room-store.js";
 import { RedisKeys } from "./redis/keys.js";
 import { fieldsOf, type NamedReply, type ScriptName, type ScriptReply } from "./redis/scripts.js";
@@ -79,7 +79,7 @@ export class ScriptedRoomStore implements RoomStore {
     this.keys = new RedisKeys(options.keyPrefix);
     this.idleMs = options.lifetimes.idleMs;
     this.maxMs = options.lifetimes.maxMs;
-    this.endingKeepMs = options.lifetimes.endingKeepMs ?? DEFAULT_ENDING_KEEP_MS;
+    this.endingKeepMs = options.lifetimes.endingKeepMs ?? CONFIG_DEFAULTS.roomEndingKeepMs;
   }
 
   private run<T>(operation: () => Promise<T>): Promise<T> {

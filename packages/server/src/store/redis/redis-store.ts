@@ -11,6 +11,7 @@ import { Refusal, refused, storeFailure } from "./refusals.js";
 import { patience, type ReplyClock } from "./reply-clock.js";
 import { defineScripts, type ScriptName, type ScriptReply } from "./scripts.js";
 import { WriteAcknowledger, type WriteAck } from "./write-ack.js";
+import { REDIS_DEFAULTS } from "../../config.js";
 
 export { Refusal, refused, storeFailure };
 
@@ -53,7 +54,7 @@ class RedisBackend implements ScriptBackend {
     const ack = options.writeAck;
     this.writeAck = ack && ack.replicas !== 0 ? new WriteAcknowledger(ack) : undefined;
     this.acknowledgesWrites = this.writeAck !== undefined;
-    this.operationTimeoutMs = options.operationTimeoutMs ?? 1500;
+    this.operationTimeoutMs = options.operationTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs;
     this.extend = options.replies && patience(options.replies, this.operationTimeoutMs);
     this.formatKnown = options.formatChecked === undefined;
     options.formatChecked?.then(

@@ -14,6 +14,7 @@ import { Cluster, ReplyError } from "ioredis";
 import { apiError, type ApiError } from "../../errors.js";
 import type { RedisClient } from "./connection.js";
 import { scriptSource, type ScriptName, type ScriptReply } from "./scripts.js";
+import { REDIS_DEFAULTS } from "../../config.js";
 
 /** A fixed number of replicas, or "all": every replica the master has, never fewer than one. */
 export type WriteAckReplicas = number | "all";
@@ -264,7 +265,10 @@ export class WriteAcknowledger {
   private readonly queueLimit: number;
 
   constructor(readonly ack: WriteAck) {
-    this.queueLimit = Math.max(1, Math.floor((ack.operationTimeoutMs ?? 1500) / ack.timeoutMs));
+    this.queueLimit = Math.max(
+      1,
+      Math.floor((ack.operationTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs) / ack.timeoutMs),
+    );
     if (ack.replicas === "all") {
       this.count = new ReplicaCount(ack.graceMs, Date.now, ack.probe);
       // A reconnect on one Redis may reach another master (Sentinel): learn its replicas
