@@ -247,16 +247,7 @@ export function createApp(deps: AppDeps): DuetApp {
   });
   // The public documents: rendered once per base URL and variant, compressed once
   // (http/public-documents.ts), and limited per address like every other call.
-  const recipe = new PublicDocument("text/markdown; charset=utf-8", (base) =>
-    renderRecipe({
-      baseUrl: base,
-      idleMinutes: config.roomIdleMs / 60_000,
-      maxMinutes: config.roomMaxMs / 60_000,
-      endingKeepSeconds: config.roomEndingKeepMs / 1000,
-      roomsPerClient: config.roomsPerClient,
-      mcpMaxWaitMs: config.mcpMaxWaitMs,
-    }),
-  );
+  const recipe = new PublicDocument("text/markdown; charset=utf-8", (base) => renderRecipe(base, config));
   const openApi = new PublicDocument("application/json; charset=utf-8", (base) =>
     JSON.stringify(buildOpenApiDocument(base)),
   );

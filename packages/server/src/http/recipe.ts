@@ -1,45 +1,117 @@
 // The recipe served at GET /v1/api: the whole protocol for an agent that has never seen
 // duet, with examples that can be pasted as they are. The text is recipe.md beside this file,
-// a markdown template: `{{name}}` is a value below, and `{{sh:/path}}` the relay's base URL
-// and that path as one single-quoted shell word (the base comes from the request's Host when
-// PUBLIC_URL is unset: quoted, nothing in it can reach a shell as anything but a URL).
+// a markdown template: `{{name}}` is a value below, `{{curl_NAME}}` the curl line of the
+// example call NAME (EXAMPLES: how to call it comes from the endpoint table), and
+// `{{sh:/path}}` the relay's base URL and that path as one single-quoted shell word (the base
+// comes from the request's Host when PUBLIC_URL is unset: quoted, nothing in it can reach a
+// shell as anything but a URL). The list of calls is the endpoint table's too.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   E2E_OPENSSL_RECIPE,
+  ENDPOINTS,
+  type EndpointInput,
+  type EndpointSpec,
   ERRORS,
   e2eMaxTextBytes,
+  type ErrorCode,
+  FIRST_WAIT_MS,
+  MAX_ACK_IDS,
   MAX_PENDING_BYTES,
   MAX_PENDING_MESSAGES,
   MAX_TEXT_BYTES,
-  FIRST_WAIT_MS,
-  MAX_ACK_IDS,
   MAX_WAIT_MS,
-  MCP_MAX_WAIT_MS,
+  type OperationId,
+  STREAM_ENDPOINT,
+  type StreamQuery,
   USER_AGENT,
-  type ErrorCode,
 } from "@duet/protocol";
-import { operationList, callTable } from "@duet/protocol/endpoint-docs";
+import { callTable, operationList } from "@duet/protocol/endpoint-docs";
+import type { z } from "zod";
+import { CONFIG_DEFAULTS, type Config } from "../config.js";
 import { shellQuote } from "./shell.js";
 
-export interface RecipeSettings {
-  baseUrl: string;
-  idleMinutes: number;
-  maxMinutes: number;
-  /** How long the reason a room ended stays readable to its seats. Default 600. */
-  endingKeepSeconds?: number;
-  /** Live rooms one address may hold (ROOMS_PER_IP); 0: no limit. Default 50. */
-  roomsPerClient?: number;
-  /** The longest a waiting MCP tool call holds its answer (MCP_MAX_WAIT_MS). Default the protocol's. */
-  mcpMaxWaitMs?: number;
-}
+/** What the recipe states of the relay's configuration. */
+export type RecipeSettings = Pick<
+  Config,
+  "roomIdleMs" | "roomMaxMs" | "roomEndingKeepMs" | "roomsPerClient" | "mcpMaxWaitMs"
+>;
 
 const TEMPLATE = readFileSync(join(__dirname, "recipe.md"), "utf8");
+
+/** The room code of every example. */
+const CODE = "k7dq-3mxa-9z2f";
+
+/** A call of the recipe's flow: an operation of the endpoint table (or the stream) and its input as sent. */
+export interface RecipeExample {
+  spec: Pick<EndpointSpec, "method" | "path" | "auth" | "input">;
+  input: Record<string, unknown>;
+  /** Held open: curl must not buffer it (-N). */
+  stream?: true;
+}
+
+const example = <K extends OperationId>(id: K, input: NonNullable<EndpointInput<K>>): RecipeExample => ({
+  spec: ENDPOINTS[id],
+  input,
+});
+
+/**
+ * The example calls of the recipe's flow, by the name its template gives each curl line
+ * (`{{curl:NAME}}`). The table says how each call is made (method, path, body or query, the
+ * token); these are only the values, typed by the operation's input (recipe.test.ts also
+ * parses each with the operation's schema).
+ */
+export const EXAMPLES = {
+  open: example("open", {}),
+  join: example("join", { code: CODE }),
+  status: example("status", { code: CODE, wait: String(FIRST_WAIT_MS) }),
+  send: example("send", { code: CODE, text: "hello from A", idempotency_key: "a-0001", ack: ["8214299"] }),
+  recv: example("recv", { code: CODE, wait: String(FIRST_WAIT_MS), ack: "8214299,8214301" }),
+  stream: {
+    spec: STREAM_ENDPOINT,
+    input: { code: CODE, format: "ndjson" } satisfies z.input<typeof StreamQuery>,
+    stream: true,
+  },
+  ack: example("ack", { code: CODE, ids: ["8214307"] }),
+  until_read: example("status", { code: CODE, wait: String(FIRST_WAIT_MS), until_read: "8214307" }),
+  close: example("close", { code: CODE }),
+} satisfies Record<string, RecipeExample>;
+
+/** A body this long or longer goes on a line of its own. */
+const LONG_BODY = 60;
+
+/**
+ * One example as a curl command line: the headers every room call needs, the token when the
+ * call takes one, the URL one single-quoted word (shellQuote). Example values are plain (no
+ * quote, no character a query would escape), so they need no escaping of their own.
+ */
+export function curlLine({ spec, input, stream }: RecipeExample, base: string): string {
+  const plain = (value: string) => {
+    if (!/^[\w .,:-]*$/.test(value)) throw new Error(`recipe example: ${value} is not plain text`);
+    return value;
+  };
+  const query =
+    spec.input?.in === "query"
+      ? `?${Object.entries(input)
+          .map(([name, value]) => `${name}=${plain(String(value))}`)
+          .join("&")}`
+      : "";
+  const words = [stream ? "curl -sN" : "curl -s"];
+  if (spec.method === "POST") words.push("-X POST");
+  words.push(shellQuote(`${base}${spec.path}${query}`), `-H 'User-Agent: ${USER_AGENT}'`);
+  const body = spec.input?.in === "body" ? JSON.stringify(input) : undefined;
+  if (body !== undefined) {
+    plain(body.replace(/["{}[\]]/g, ""));
+    words.push("-H 'Content-Type: application/json'");
+  }
+  if (spec.auth === "bearer") words.push('-H "Authorization: Bearer $TOKEN"');
+  if (body === undefined) return words.join(" ");
+  return `${words.join(" ")}${body.length >= LONG_BODY ? " \\\n  " : " "}-d '${body}'`;
+}
 
 /** The values that are the same for every request. */
 const FIXED: Record<string, string> = {
   user_agent: USER_AGENT,
-  json_headers: `-H 'User-Agent: ${USER_AGENT}' -H 'Content-Type: application/json'`,
   max_wait_ms: String(MAX_WAIT_MS),
   first_wait_ms: String(FIRST_WAIT_MS),
   first_wait_s: String(FIRST_WAIT_MS / 1000),
@@ -78,25 +150,22 @@ export function fillTemplate(template: string, values: Record<string, string>, b
   );
 }
 
-export function renderRecipe({
-  baseUrl,
-  idleMinutes,
-  maxMinutes,
-  endingKeepSeconds = 600,
-  roomsPerClient = 50,
-  mcpMaxWaitMs = MCP_MAX_WAIT_MS,
-}: RecipeSettings): string {
+/** The recipe for a relay at `baseUrl` (its PUBLIC_URL, else the request's). */
+export function renderRecipe(baseUrl: string, settings: RecipeSettings = CONFIG_DEFAULTS): string {
+  const endingKeep = settings.roomEndingKeepMs / 1000;
+  const curls = Object.entries(EXAMPLES).map(([name, call]) => [`curl_${name}`, curlLine(call, baseUrl)]);
   return fillTemplate(
     TEMPLATE,
     {
       ...FIXED,
+      ...Object.fromEntries(curls),
       base: baseUrl,
-      idle_minutes: String(idleMinutes),
-      max_minutes: String(maxMinutes),
-      expires_in: String(maxMinutes * 60),
-      mcp_max_wait_s: String(mcpMaxWaitMs / 1000),
-      rooms_per_ip: roomsPerClient > 0 ? String(roomsPerClient) : "no limit",
-      ending_keep: endingKeepSeconds % 60 === 0 ? `${endingKeepSeconds / 60} minutes` : `${endingKeepSeconds} seconds`,
+      idle_minutes: String(settings.roomIdleMs / 60_000),
+      max_minutes: String(settings.roomMaxMs / 60_000),
+      expires_in: String(settings.roomMaxMs / 1000),
+      mcp_max_wait_s: String(settings.mcpMaxWaitMs / 1000),
+      rooms_per_ip: settings.roomsPerClient > 0 ? String(settings.roomsPerClient) : "no limit",
+      ending_keep: endingKeep % 60 === 0 ? `${endingKeep / 60} minutes` : `${endingKeep} seconds`,
     },
     baseUrl,
   );

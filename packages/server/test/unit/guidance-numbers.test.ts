@@ -11,12 +11,7 @@ import { heldWaitMs, MCP_INSTRUCTIONS, MCP_TOOLS, type ToolEntry } from "../../s
 import { renderRecipe } from "../../src/http/recipe";
 
 const config = loadConfig({});
-const recipe = renderRecipe({
-  baseUrl: "https://relay.example",
-  idleMinutes: config.roomIdleMs / 60_000,
-  maxMinutes: config.roomMaxMs / 60_000,
-  mcpMaxWaitMs: config.mcpMaxWaitMs,
-});
+const recipe = renderRecipe("https://relay.example", config);
 
 /** The skill the relay serves (GET /v1/skill.md). */
 const skill = readFileSync(join(__dirname, "../../../client/SKILL.md"), "utf8");
