@@ -3,23 +3,26 @@
 //
 // - the endpoint tables of docs/protocol.md (§4, §4.1's rules, §11.7's MCP tools) and the lists
 //   of operations in its prose, from the endpoint table (@duet/protocol's ENDPOINTS,
-//   rendered by @duet/protocol/endpoint-docs), between `<!-- generated:NAME -->` markers;
+//   rendered by @duet/protocol/endpoint-docs);
 // - the script table of docs/redis.md §3, from SCRIPTS (store/redis/scripts.ts), and its list
 //   of refusals, from store/redis/lua/includes/refusals.lua;
 // - the table of variables of docs/configuration.md, from the config schema (config-reference.ts).
+//
+// Each between the one kind of marker, `<!-- generated:NAME -->` and `<!-- /generated -->`.
 //
 // `pnpm docs:generate` (infra/scripts/docs-generate.mjs) writes them; `pnpm lint` and
 // test/unit/generated-docs.test.ts fail while a file differs from what this renders.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { endpointSection, fillGenerated } from "@duet/protocol/endpoint-docs";
-import { withConfigTable } from "./config-reference.js";
+import { renderConfigTable } from "./config-reference.js";
 import { scriptTable } from "./store/redis/scripts.js";
 
 /** What a marked section renders, by name. */
 export function renderSection(name: string): string | undefined {
   if (name === "redis:scripts") return scriptTable();
   if (name === "redis:refusals") return refusalList();
+  if (name === "config") return renderConfigTable();
   return endpointSection(name);
 }
 
@@ -54,10 +57,8 @@ export function generatedFiles(root: string): GeneratedFile[] {
   const files: GeneratedFile[] = [];
   for (const file of markdownFiles(root)) {
     const current = readFileSync(join(root, file), "utf8");
-    let expected = fillGenerated(current, renderSection, { file });
-    if (file === "docs/configuration.md") expected = withConfigTable(expected);
-    if (expected !== current || current.includes("<!-- generated:") || file === "docs/configuration.md")
-      files.push({ file, current, expected });
+    const expected = fillGenerated(current, renderSection, { file });
+    if (current.includes("<!-- generated:")) files.push({ file, current, expected });
   }
   return files;
 }

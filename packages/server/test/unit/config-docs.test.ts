@@ -1,9 +1,11 @@
 // docs/configuration.md's table of environment variables is the config schema's: every
-// variable, its default and its description, so the documentation cannot drift from the code.
+// variable, its default and its description, so the documentation cannot drift from the code
+// (its generated section is compared by generated-docs.test.ts).
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigSchema } from "../../src/config";
-import { configReference, withConfigTable } from "../../src/config-reference";
+import { generatedSections } from "@duet/protocol/endpoint-docs";
+import { configReference } from "../../src/config-reference";
 
 const DOC = join(__dirname, "../../../../docs/configuration.md");
 
@@ -22,8 +24,6 @@ it("the defaults in the reference are what the schema yields when a variable is 
   expect([...byName.keys()]).toEqual(Object.keys(ConfigSchema.shape));
 });
 
-it("docs/configuration.md carries the table generated from the schema (run `pnpm docs:config` to update it)", () => {
-  const document = readFileSync(DOC, "utf8");
-  // Compared line by line, so a failure names the variable that differs.
-  expect(document.split("\n")).toEqual(withConfigTable(document).split("\n"));
+it("docs/configuration.md carries the table generated from the schema (generated-docs.test.ts compares it)", () => {
+  expect(generatedSections(readFileSync(DOC, "utf8"))).toContain("config");
 });
