@@ -284,7 +284,8 @@ function summary(name, results) {
       `  ${r.ok ? "ok  " : "FAIL"} ${String(Math.round(r.seconds)).padStart(4)} s ${String(Math.round(r.cpu)).padStart(5)} CPU-s  [${r.lane}] ${r.label}`,
     );
   // What failed, again at the end: a CI log is often read from its tail only.
-  for (const r of results.filter((r) => !r.ok)) say(`\n== why [${r.lane}] ${r.label} failed:\n${failureExcerpt(r.output)}`);
+  for (const r of results.filter((r) => !r.ok))
+    say(`\n== why [${r.lane}] ${r.label} failed:\n${failureExcerpt(r.output)}`);
   return results.every((r) => r.ok) ? 0 : 1;
 }
 
