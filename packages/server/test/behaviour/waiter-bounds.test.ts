@@ -6,9 +6,11 @@
 // Addresses are X-Forwarded-For entries behind a trusted proxy (TRUST_PROXY=1), as the
 // rate-limit tests simulate clients. Every step waits on the node's own counts (its
 // /metrics), never on time. Calls that wait are pinned to node 0, whose bounds they fill.
+// The bounds are the node's own (src/realtime/admission.ts, long-polls.ts): they run on
+// NODE_LOCAL_TARGETS, not again on a Cluster, whose wake-ups the long-poll tests cover.
 import { WAITERS_PER_SEAT } from "@duet/protocol";
 import type { Reply } from "../support/http-client";
-import { forEachTarget, type RelayTarget } from "../support/targets";
+import { NODE_LOCAL_TARGETS, forEachTarget, type RelayTarget } from "../support/targets";
 
 /** The node's cap; MAX_WAITERS_PER_CLIENT=auto makes an address's share an eighth of it. */
 const CAP = 40;
@@ -237,5 +239,6 @@ forEachTarget(
       MAX_WAITERS_PER_CLIENT: "auto",
       MCP_MAX_WAIT_MS: String(MCP_HOLD_MS),
     },
+    kinds: NODE_LOCAL_TARGETS,
   },
 );

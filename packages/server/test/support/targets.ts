@@ -46,6 +46,18 @@ export const PARSER_TARGETS: TargetKind[] = BEHAVIOUR_TARGETS.some((kind) => PAR
   ? BEHAVIOUR_TARGETS.filter((kind) => PARSER.includes(kind))
   : BEHAVIOUR_TARGETS;
 
+/**
+ * Targets for what a node decides by itself: the waiters it holds and bounds, which routes it
+ * counts against a budget. The in-process store and the Redis targets but the Cluster's: a
+ * Cluster changes where keys live and how pub/sub reaches a node, which the long-poll, stream,
+ * rate-limit and wake-up tests run on it; these decisions do not touch it. Within
+ * DUET_TARGETS like TIMED_TARGETS (in CI: the in-process store and three nodes on one Redis).
+ */
+const NODE_LOCAL: TargetKind[] = ["memory", "redis", "redis-3-nodes", "sentinel", "process"];
+export const NODE_LOCAL_TARGETS: TargetKind[] = BEHAVIOUR_TARGETS.some((kind) => NODE_LOCAL.includes(kind))
+  ? BEHAVIOUR_TARGETS.filter((kind) => NODE_LOCAL.includes(kind))
+  : BEHAVIOUR_TARGETS;
+
 export interface RelayTarget {
   kind: TargetKind;
   client: TestClient;
