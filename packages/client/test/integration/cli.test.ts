@@ -119,6 +119,14 @@ describe("duet CLI, two agents through the real relay", () => {
       .reduce((sum, line) => sum + Number(line.split(" ").pop()), 0);
   };
 
+  /** A gauge of the relay's /metrics, e.g. the waiting calls it holds now (duet_waiters_held). */
+  const gauge = async (name: string) => {
+    const text = await (await fetch(`${relay.metricsUrl}/metrics`)).text();
+    const line = text.split("\n").find((l) => l.startsWith(`${name} `));
+    if (!line) throw new Error(`no ${name} in the relay's /metrics`);
+    return Number(line.split(" ")[1]);
+  };
+
   it("the short loop: what recv printed is acked by the next recv or send of the room, with no ack call", async () => {
     const alice = agent("alice-loop");
     const bob = agent("bob-loop");
@@ -215,7 +223,8 @@ describe("duet CLI, two agents through the real relay", () => {
     alice.rememberTokens();
     bob.rememberTokens();
     const watching = bob.start(["watch", "--wait", "10000"]);
-    await new Promise((r) => setTimeout(r, 400));
+    // Closed while watch waits: once the relay holds its stream (or recv), not after a guess of time.
+    while ((await gauge("duet_waiters_held")) < 1) await new Promise((r) => setTimeout(r, 20));
     expect(await alice.run(["close", "--force"])).toMatchObject({ code: 0 });
     const ended = await watching.done;
     expect(ended.code).toBe(0);
