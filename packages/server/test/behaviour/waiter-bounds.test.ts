@@ -10,7 +10,7 @@
 // NODE_LOCAL_TARGETS, not again on a Cluster, whose wake-ups the long-poll tests cover.
 import { WAITERS_PER_SEAT } from "@duet/protocol";
 import type { Reply } from "../support/http-client";
-import { NODE_LOCAL_TARGETS, forEachTarget, type RelayTarget } from "../support/targets";
+import { NODE_LOCAL_TARGETS, TALLY_CACHED_ENV, forEachTarget, type RelayTarget } from "../support/targets";
 
 /** The node's cap; MAX_WAITERS_PER_CLIENT=auto makes an address's share an eighth of it. */
 const CAP = 40;
@@ -238,6 +238,7 @@ forEachTarget(
       // The default (the test harness turns it off: support/targets.ts).
       MAX_WAITERS_PER_CLIENT: "auto",
       MCP_MAX_WAIT_MS: String(MCP_HOLD_MS),
+      ...TALLY_CACHED_ENV,
     },
     kinds: NODE_LOCAL_TARGETS,
   },

@@ -58,6 +58,15 @@ export const NODE_LOCAL_TARGETS: TargetKind[] = BEHAVIOUR_TARGETS.some((kind) =>
   ? BEHAVIOUR_TARGETS.filter((kind) => NODE_LOCAL.includes(kind))
   : BEHAVIOUR_TARGETS;
 
+/**
+ * The store's tally (the duet_store_* gauges, /v1/stats) cached as in production, for files
+ * that poll a node's own gauges (waiting calls) on its /metrics and read no tally. Uncached
+ * (STATS_CACHE_MS=0, the tests' default), every scrape of a Redis target reads all 1,024
+ * tags' tallies: 2,048 Redis commands and about 40 ms of the relay's CPU, so a poll every
+ * 20 ms kept a core busy while the test waited for its event.
+ */
+export const TALLY_CACHED_ENV: Record<string, string> = { STATS_CACHE_MS: "60000" };
+
 export interface RelayTarget {
   kind: TargetKind;
   client: TestClient;
