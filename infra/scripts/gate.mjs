@@ -106,15 +106,12 @@ const PLANS = {
       // with six or seven). The fault-injection tests (mostly waiting: faults last seconds).
       reliability: [serverTests[1]],
       // The pinned runtime, the image's: every test; the server's behaviour suite in a lane of
-      // its own, on CI_TARGETS.
+      // its own, on CI_TARGETS (its unit, store, browser and conformance tests end the Node 20
+      // lane: after the suite here, they made this lane the gate's longest).
       server: [
         step(`server behaviour tests (${CI_TARGETS})`, "pnpm --filter @duet/server exec jest test/behaviour", {
           DUET_TARGETS: CI_TARGETS,
         }),
-        step(
-          "server unit, store, browser and MCP conformance tests",
-          "pnpm --filter @duet/server exec jest --testPathPatterns '^(?!.*test/(reliability|behaviour|integration)/)'",
-        ),
       ],
       deploy: [deployTests],
       // The client's integration tests are the longest of this lane: typecheck and lint run
@@ -124,7 +121,7 @@ const PLANS = {
       // the SDK's and CLI's units and the served one-file CLI; and the relay's HTTP timeouts
       // in-process, where Node's HTTP server differs most between majors (Node 20 once
       // answered bare 408s). Everything else runs on the pinned runtime: typecheck, lint and
-      // the server's integration tests after these in this lane.
+      // the server's integration, unit, store, browser and conformance tests after these here.
       node20: [
         {
           ...step("server HTTP timeouts (in-process)", `cd packages/server && ${JEST} test/behaviour/http-timeouts`, {
@@ -141,11 +138,16 @@ const PLANS = {
         },
         typecheck,
         lint,
-        // The server's integration tests last here: this lane ends first, and behind the
-        // fault tests they made the reliability lane the gate's longest.
+        // The server's integration tests, then its unit, store, browser and conformance tests,
+        // last here: this lane ended first (about 220 s of a 400 s run), and behind the fault
+        // tests and the behaviour suite they made those lanes the gate's longest.
         step(
           "server integration tests (several nodes, outages, Sentinel, write-ack)",
           "pnpm --filter @duet/server exec jest test/integration",
+        ),
+        step(
+          "server unit, store, browser and MCP conformance tests",
+          "pnpm --filter @duet/server exec jest --testPathPatterns '^(?!.*test/(reliability|behaviour|integration)/)'",
         ),
       ],
     },

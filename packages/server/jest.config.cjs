@@ -8,7 +8,7 @@ module.exports = {
     ...(process.env.DUET_BROWSER_TESTS === "off" ? ["<rootDir>/test/browser/"] : []),
     // The partition test needs root (network namespaces); DUET_NETNS_TESTS=off leaves it out.
     ...(process.env.DUET_NETNS_TESTS === "off" ? ["<rootDir>/test/reliability/network-partitions"] : []),
-    // The official MCP conformance suite needs Node >= 22: it runs on the pinned Node 26, not in the Node 20 lane.
+    // The official MCP conformance suite needs Node >= 22: it runs on the pinned Node 26, never on Node 20.
     ...(Number(process.versions.node.split(".")[0]) < 22 ? ["<rootDir>/test/mcp-conformance/"] : []),
   ],
   // The global setup starts only the Redis fixtures the selected files need: the sequencer
