@@ -3,14 +3,14 @@
 // goes through nginx. Which replica answered comes from nginx's access log
 // ($upstream_addr), matched by the X-Request-Id nginx puts on every response.
 import { type ChildProcess, spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join, resolve } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { DuetClient } from "@duet/client";
 import { MAX_BODY_BYTES, MAX_TEXT_BYTES, MAX_WAIT_MS, USER_AGENT } from "@duet/protocol";
+import { startBufferingNginx } from "@duet/testkit";
 
 const ROOT = resolve(__dirname, "../../..");
 const TOPOLOGY = join(ROOT, "infra/local/topology.mjs");
@@ -347,94 +347,9 @@ test("MCP through nginx: the official client converses on several replicas, and 
   expect(new Set(upstreams).size).toBe(3);
 });
 
-/**
- * A second nginx in front of the topology's, configured as the proxies the self-test exists
- * to find: it buffers every answer and cuts a request whose answer takes over 10 s. nginx's
- * defaults (proxy_buffering on, HTTP/1.0 to the upstream) with the relay's
- * X-Accel-Buffering: no ignored: it then holds a stream until the answer ends. (Measured:
- * with HTTP/1.1 to the upstream, nginx passes each chunk on as it comes even with buffering on.) On a port of its own (retried
- * when taken); stopped and its directory removed by `stop`.
- */
-async function startBufferingNginx(): Promise<{ url: string; stop(): Promise<void> }> {
-  const dir = mkdtempSync(join(tmpdir(), "duet-buffering-nginx-"));
-  chmodSync(dir, 0o755); // the workers (an unprivileged user) write buffered answers below it
-  mkdirSync(join(dir, "logs"));
-  const stopAll: Array<() => Promise<void>> = [];
-  const stop = async () => {
-    for (const s of stopAll) await s();
-    rmSync(dir, { recursive: true, force: true });
-  };
-  for (let attempt = 0; attempt < 10; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    writeFileSync(
-      join(dir, "nginx.conf"),
-      `worker_processes 1;
-error_log stderr warn;
-events { worker_connections 256; }
-http {
-  client_body_temp_path client_body_temp;
-  proxy_temp_path proxy_temp;
-  fastcgi_temp_path fastcgi_temp;
-  uwsgi_temp_path uwsgi_temp;
-  scgi_temp_path scgi_temp;
-  access_log off;
-  server {
-    listen 127.0.0.1:${port};
-    location / {
-      proxy_pass ${topo.url};
-      proxy_buffering on;
-      proxy_ignore_headers X-Accel-Buffering;
-      proxy_read_timeout 10s;
-    }
-  }
-}
-`,
-    );
-    const child = spawn(
-      "nginx",
-      [
-        "-p",
-        `${dir}/`,
-        "-c",
-        join(dir, "nginx.conf"),
-        "-e",
-        "stderr",
-        "-g",
-        `daemon off; pid ${join(dir, "nginx.pid")};`,
-      ],
-      { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` } },
-    );
-    let stderr = "";
-    child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<null>((r) => child.once("exit", () => r(null)));
-    const url = `http://127.0.0.1:${port}`;
-    for (let i = 0; i < 50 && child.exitCode === null; i++) {
-      const healthy = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) })
-        .then((r) => r.status === 200)
-        .catch(() => false);
-      // Ours, not another server on the port: nginx is still running and the answer came through it to the relay.
-      if (healthy && child.exitCode === null) {
-        stopAll.push(async () => {
-          child.kill("SIGTERM");
-          await Promise.race([exited, after(5000, null)]);
-          if (child.exitCode === null) child.kill("SIGKILL");
-        });
-        return { url, stop };
-      }
-      await Promise.race([exited, after(100, null)]);
-    }
-    if (child.exitCode === null) child.kill("SIGKILL");
-    if (!/Address already in use/.test(stderr)) {
-      await stop();
-      throw new Error(`the buffering nginx did not start:\n${stderr}`);
-    }
-  }
-  await stop();
-  throw new Error("the buffering nginx found no free port in 10 tries");
-}
-
 test("the path self-test through nginx (buffering off for streams) and through a buffering, cutting nginx in front of it", async () => {
-  const front = await startBufferingNginx();
+  // A second nginx in front of the topology's: buffering, and cutting an answer after 10 s.
+  const front = await startBufferingNginx(topo.url, 10);
   try {
     const [direct, buffered] = await Promise.all([
       new DuetClient({ baseUrl: topo.url }).selftest(),

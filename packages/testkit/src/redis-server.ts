@@ -14,6 +14,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { RedisAt } from "./ask.js";
 import { which } from "./which.js";
 
 /**
@@ -24,11 +25,11 @@ import { which } from "./which.js";
 export const candidatePort = () => 20_000 + Math.floor(Math.random() * 12_000);
 
 /**
- * INFO of the server on a loopback port (one section), or undefined when nothing answers
- * like Redis within a second. Lets a fixture check it reached the process it started
- * (process_id), not whatever else holds the port.
+ * INFO of the server at a loopback port or Unix socket (one section), or undefined when
+ * nothing answers like Redis within a second. Lets a fixture check it reached the process
+ * it started (process_id), not whatever else holds the port.
  */
-export const redisInfo = (port: number, section = "server") =>
+export const redisInfo = (at: RedisAt, section = "server") =>
   new Promise<Record<string, string> | undefined>((resolve) => {
     let buffer = "";
     const socket = new Socket().once("error", () => resolve(undefined));
@@ -37,7 +38,9 @@ export const redisInfo = (port: number, section = "server") =>
       socket.destroy();
       resolve(undefined);
     });
-    socket.connect(port, "127.0.0.1", () => socket.write(`INFO ${section}\r\n`));
+    const onConnect = () => socket.write(`INFO ${section}\r\n`);
+    if (typeof at === "number") socket.connect(at, "127.0.0.1", onConnect);
+    else socket.connect(at, onConnect);
     socket.on("data", (data) => {
       buffer += data.toString();
       const header = /^\$(\d+)\r\n/.exec(buffer);
@@ -60,21 +63,24 @@ export const redisInfo = (port: number, section = "server") =>
     });
   });
 
-/** Resolves once the process we spawned answers on its port (its own process_id in INFO). */
+/**
+ * Resolves once the process we spawned answers at its port or socket (its own process_id
+ * in INFO; `ip netns exec` execs the program, so there too the pid is redis-server's own).
+ */
 export async function waitForProcess(
   child: ChildProcess,
-  port: number,
+  at: RedisAt,
   what: string,
   timeoutMs = 10_000,
 ): Promise<void> {
   killOnExit(child);
   for (const deadline = Date.now() + timeoutMs; ; await new Promise((r) => setTimeout(r, 50))) {
-    const info = await redisInfo(port);
+    const info = await redisInfo(at);
     if (info && Number(info.process_id) === child.pid) return;
     if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
       child.kill("SIGKILL");
       throw new Error(
-        `${what} failed to start on port ${port}${info ? ` (another process, pid ${info.process_id}, answers there)` : " (taken?)"}`,
+        `${what} failed to start at ${at}${info ? ` (another process, pid ${info.process_id}, answers there)` : " (taken?)"}`,
       );
     }
   }
@@ -104,6 +110,50 @@ function removeDir(dir: string) {
   rmSync(dir, { recursive: true, force: true });
   ownDirs.delete(dir);
 }
+/** A new temp directory of the fixture's own, removed at stop (stopper) or when this process exits. */
+export function ownDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  ownDirs.add(dir);
+  installExitHook();
+  return dir;
+}
+/** stop() of a server: `signal` (SIGKILL also ends a SIGSTOPped one), then its directory is removed. */
+export const stopper =
+  (child: ChildProcess, dir: string) =>
+  (signal: NodeJS.Signals = "SIGTERM") =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once("exit", () => resolve());
+      child.kill(signal);
+    }).finally(() => removeDir(dir));
+
+/** Where a server listens, and its directory: the arguments every fixture's redis-server starts with. */
+export interface Listen {
+  port: number;
+  bind: string;
+  dir: string;
+  /** A Unix socket too (the way in to a server inside a network namespace). */
+  socket?: string;
+}
+
+/**
+ * redis-server's arguments for `listen`: nothing saved to disk unless the caller's later
+ * arguments say so. Protected mode is off with a socket: those servers answer the other
+ * hosts of a test network, which exists only inside namespaces the test created.
+ */
+export const serverArgs = ({ port, bind, dir, socket }: Listen) => [
+  "--port",
+  String(port),
+  "--bind",
+  bind,
+  ...(socket ? ["--protected-mode", "no", "--unixsocket", socket, "--unixsocketperm", "700"] : []),
+  "--save",
+  "",
+  "--appendonly",
+  "no",
+  "--dir",
+  dir,
+];
 
 export interface SpawnedRedis {
   port: number;
@@ -134,9 +184,8 @@ export async function spawnRedis(
   const failures: string[] = [];
   for (let attempt = 1; ; attempt++) {
     const chosenPort = port ?? candidatePort();
-    const dir = options.dir ?? mkdtempSync(join(tmpdir(), "duet-redis-"));
+    const dir = options.dir ?? ownDir("duet-redis-");
     ownDirs.add(dir);
-    installExitHook();
     try {
       return await startOn(bin, chosenPort, dir, extraArgs);
     } catch (error) {
@@ -149,32 +198,8 @@ export async function spawnRedis(
   }
 }
 
-async function startOn(bin: string, chosenPort: number, dir: string, extraArgs: string[]): Promise<SpawnedRedis> {
-  const child = spawn(
-    bin,
-    [
-      "--port",
-      String(chosenPort),
-      "--bind",
-      "127.0.0.1",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      dir,
-      ...extraArgs,
-    ],
-    {
-      stdio: "ignore",
-    },
-  );
-  await waitForProcess(child, chosenPort, "redis-server");
-  const stop = (signal: NodeJS.Signals = "SIGTERM") =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      child.once("exit", () => resolve());
-      child.kill(signal);
-    }).finally(() => removeDir(dir));
-  return { port: chosenPort, url: `redis://127.0.0.1:${chosenPort}`, dir, process: child, stop };
+async function startOn(bin: string, port: number, dir: string, extraArgs: string[]): Promise<SpawnedRedis> {
+  const child = spawn(bin, [...serverArgs({ port, bind: "127.0.0.1", dir }), ...extraArgs], { stdio: "ignore" });
+  await waitForProcess(child, port, "redis-server");
+  return { port, url: `redis://127.0.0.1:${port}`, dir, process: child, stop: stopper(child, dir) };
 }

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { startBufferingNginx, type BufferingNginx } from "../support/buffering-nginx";
+import { startBufferingNginx, type BufferingNginx } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";
 
 /** What the issue asks: answered before 15 s behind a proxy that cuts 10 s of silence. */

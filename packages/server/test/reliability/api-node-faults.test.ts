@@ -6,7 +6,7 @@ import { FailoverClient } from "../support/failover-client";
 import { checkHistory, History, messageText, type Delivered } from "../support/history";
 import { TestClient } from "../support/http-client";
 import { startTarget, uniquePrefix, type RelayTarget } from "../support/targets";
-import { median, openRoomWithRetry, runRoomWorkload } from "../support/workload";
+import { median, openRooms, runRoomsWorkload } from "../support/workload";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const SOAK = process.env.DUET_SOAK === "1";
@@ -147,26 +147,19 @@ describe("rolling restart of every node (SIGTERM, one at a time) under traffic",
       const history = new History();
       try {
         const deadline = Date.now() + (SOAK ? 600_000 : 90_000);
-        const rooms = await Promise.all(
-          Array.from({ length: SOAK ? 40 : 10 }, () => openRoomWithRetry(client, deadline)),
-        );
+        const rooms = await openRooms(client, SOAK ? 40 : 10, deadline);
         // Traffic runs until every node has been restarted, however fast this machine is (a
         // fixed count once finished before the last restart on a quiet machine).
         let trafficDone = false;
         let restartsDone = false;
-        const traffic = Promise.all(
-          rooms.map((room) =>
-            runRoomWorkload(room, {
-              client,
-              history,
-              messagesPerSeat: 1_000_000,
-              recvWaitMs: 3000,
-              sendGapMs: 30,
-              deadline,
-              stopSending: () => restartsDone,
-            }),
-          ),
-        ).finally(() => (trafficDone = true));
+        const traffic = runRoomsWorkload(rooms, {
+          client,
+          history,
+          recvWaitMs: 3000,
+          sendGapMs: 30,
+          deadline,
+          stopSending: () => restartsDone,
+        }).finally(() => (trafficDone = true));
         const restartMs: number[] = [];
         // Each restart, on the history's clock: from SIGTERM to the new node ready.
         const windows: { node: number; start: number; end: number }[] = [];

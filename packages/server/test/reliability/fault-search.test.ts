@@ -33,16 +33,11 @@
 // goes to test/reliability/results/fault-search.json with the long form.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { Writable } from "node:stream";
 import { ask, spawnSentinelTopology, type SpawnedSentinelTopology } from "@duet/testkit";
 import { Redis } from "ioredis";
-import { loadConfig, type Config } from "../../src/config";
-import { createLogger } from "../../src/logger";
-import { startRelay, type RunningRelay } from "../../src/relay";
 import { checkHistory, History } from "../support/history";
-import { TestClient } from "../support/http-client";
-import { uniquePrefix, waitUntilReady } from "../support/targets";
-import { openRoomWithRetry, runRoomWorkload } from "../support/workload";
+import { Relays } from "../support/relays";
+import { openRooms, runRoomsWorkload } from "../support/workload";
 
 const LONG = process.env.DUET_FAULT_SEARCH_FAILOVERS !== undefined;
 /** The long form draws faults until this many failovers (the settled master changed) happened. */
@@ -111,59 +106,6 @@ const KINDS: Kind[] = process.env.DUET_FAULT_SEARCH_KINDS
   : [...SAFE_KINDS];
 for (const kind of KINDS)
   if (![...SAFE_KINDS, ...OUTSIDE_PROMISE].includes(kind)) throw new Error(`unknown fault kind ${kind}`);
-
-/** Two relays on one store, each restartable on its own port. */
-class Relays {
-  readonly errors: string[] = [];
-  nodes: RunningRelay[] = [];
-  client!: TestClient;
-  private config!: Config;
-
-  async start(env: Record<string, string>) {
-    this.config = loadConfig({
-      HOST: "127.0.0.1",
-      PORT: "0",
-      METRICS_PORT: "0",
-      RATE_LIMIT_REQUESTS: "0",
-      RATE_LIMIT_ROOMS: "0",
-      STATS_CACHE_MS: "0",
-      REDIS_KEY_PREFIX: uniquePrefix(),
-      ...env,
-    });
-    for (let i = 0; i < 2; i++) this.nodes.push(await startRelay(this.config, this.logger()));
-    await Promise.all(this.nodes.map((node) => waitUntilReady(node.url)));
-    this.client = new TestClient(this.nodes.map((node) => node.url));
-  }
-
-  private logger() {
-    const sink = new Writable({
-      write: (chunk, _enc, done) => {
-        if (this.errors.length < 20) this.errors.push(chunk.toString().slice(0, 600));
-        done();
-      },
-    });
-    return createLogger("error", sink);
-  }
-
-  /** Stops relay `i` (it drains) and starts it again on the same port. */
-  async restart(i: number) {
-    const old = this.nodes[i]!;
-    const port = Number(new URL(old.url).port);
-    await old.shutdown();
-    for (let attempt = 1; ; attempt++) {
-      try {
-        this.nodes[i] = await startRelay({ ...this.config, port }, this.logger());
-        break;
-      } catch (error) {
-        if (attempt >= 20) throw error;
-        await sleep(100);
-      }
-    }
-    await waitUntilReady(this.nodes[i]!.url);
-  }
-
-  close = async () => void (await Promise.all(this.nodes.map((node) => node.shutdown())));
-}
 
 interface Event {
   at: number;
@@ -402,24 +344,16 @@ describe("fault search: write-ack all on Sentinel", () => {
       try {
         // A guard against a hang: traffic stops once the rounds are done.
         const deadline = Date.now() + 120_000 + ROUNDS * 90_000;
-        const rooms = await Promise.all(
-          Array.from({ length: ROOMS }, () => openRoomWithRetry(relays.client, deadline)),
-        );
+        const rooms = await openRooms(relays.client, ROOMS, deadline);
         let faultsDone = false;
-        const traffic = Promise.all(
-          rooms.map((room) =>
-            runRoomWorkload(room, {
-              // Through the relays as they are now: a restarted one keeps its port.
-              client: relays.client,
-              history,
-              messagesPerSeat: 1_000_000,
-              recvWaitMs: 2000,
-              sendGapMs: 40,
-              deadline,
-              stopSending: () => faultsDone,
-            }),
-          ),
-        );
+        const traffic = runRoomsWorkload(rooms, {
+          // Through the relays as they are now: a restarted one keeps its port.
+          client: relays.client,
+          history,
+          sendGapMs: 40,
+          deadline,
+          stopSending: () => faultsDone,
+        });
         try {
           for (
             let round = 0;

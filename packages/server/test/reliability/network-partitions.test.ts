@@ -29,7 +29,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  askAt,
+  ask,
   createNetwork,
   netnsUnavailable,
   spawnNetCluster,
@@ -43,7 +43,7 @@ import { checkHistory, History } from "../support/history";
 import { TestClient } from "../support/http-client";
 import { startNetRelay, type NetRelay } from "../support/netns-relay";
 import { uniquePrefix } from "../support/targets";
-import { openRoomWithRetry, runRoomWorkload, type Room } from "../support/workload";
+import { openRooms, openRoomWithRetry, type Room, runRoomsWorkload } from "../support/workload";
 
 const SOAK = process.env.DUET_SOAK === "1";
 /** The scenarios to run: DUET_PARTITIONS=name,name or all; CI runs two, the soak all four. */
@@ -246,24 +246,18 @@ async function runScenario(
   const target = await topology.target();
   const probeRooms = await Promise.all(relays.map(() => topology.roomOn(client, target, prefix, deadline)));
   const setup: Setup = { net, relays, client, history, probeRooms };
-  const rooms = await Promise.all(Array.from({ length: ROOMS }, () => openRoomWithRetry(client, deadline)));
+  const rooms = await openRooms(client, ROOMS, deadline);
   let stopSending = false;
   let probing = true;
   const probes: Probe[] = [];
   const probing$ = Promise.all(relays.map((_, node) => probe(setup, node, () => !probing, probes)));
-  const traffic = Promise.all(
-    rooms.map((room) =>
-      runRoomWorkload(room, {
-        client,
-        history,
-        messagesPerSeat: 1_000_000,
-        recvWaitMs: 2000,
-        sendGapMs: 60,
-        deadline,
-        stopSending: () => stopSending,
-      }),
-    ),
-  );
+  const traffic = runRoomsWorkload(rooms, {
+    client,
+    history,
+    sendGapMs: 60,
+    deadline,
+    stopSending: () => stopSending,
+  });
   let marks: Marks;
   try {
     await sleep(1500);
@@ -468,7 +462,7 @@ describe("network partitions: Cluster (3 masters + 1 replica each)", () => {
     net = await createNetwork([...CLUSTER_NODES, ...RELAYS]);
     cluster = await spawnNetCluster(net, CLUSTER_NODES, { replicas: 1, nodeTimeoutMs: 1000, nodeArgs: NODE_ARGS });
     const slotOf = async (key: string) =>
-      Number(await askAt(cluster.nodes.get("c0")!.socket, (c) => c.cluster("KEYSLOT", key)));
+      Number(await ask(cluster.nodes.get("c0")!.at, (c) => c.cluster("KEYSLOT", key)));
     const servedBy = async (slot: number) => {
       const view = await cluster.view();
       return view.find(

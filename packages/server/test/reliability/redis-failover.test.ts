@@ -18,17 +18,17 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { Socket } from "node:net";
 import { join } from "node:path";
-import { Writable } from "node:stream";
-import { Redis } from "ioredis";
-import { spawnCluster, spawnSentinelTopology, type SpawnedCluster, type SpawnedSentinelTopology } from "@duet/testkit";
-import { loadConfig } from "../../src/config";
-import { createLogger } from "../../src/logger";
-import { startRelay, type RunningRelay } from "../../src/relay";
+import {
+  ask,
+  spawnCluster,
+  spawnSentinelTopology,
+  type SpawnedCluster,
+  type SpawnedSentinelTopology,
+} from "@duet/testkit";
 import { RedisKeys } from "../../src/store/redis/keys";
 import { checkHistory, History } from "../support/history";
-import { TestClient } from "../support/http-client";
-import { uniquePrefix, waitUntilReady } from "../support/targets";
-import { median, openRoomWithRetry, runRoomWorkload } from "../support/workload";
+import { Relays } from "../support/relays";
+import { median, openRooms, runRoomsWorkload } from "../support/workload";
 
 const SOAK = process.env.DUET_SOAK === "1";
 const FAILOVERS = Number(process.env.DUET_FAILOVERS ?? (SOAK ? 12 : 2));
@@ -45,66 +45,6 @@ interface Failover {
   promotedAt: number;
   /** Rooms whose keys live on the failed shard (cluster), else every room. */
   rooms?: Set<string>;
-}
-
-interface Relays {
-  client: TestClient;
-  /** The relays' error log lines (an internal error names its cause there). */
-  errors: string[];
-  nodes: RunningRelay[];
-  prefix: string;
-  close(): Promise<void>;
-}
-
-async function startRelays(env: Record<string, string>): Promise<Relays> {
-  const prefix = uniquePrefix();
-  const config = loadConfig({
-    HOST: "127.0.0.1",
-    PORT: "0",
-    METRICS_PORT: "0",
-    RATE_LIMIT_REQUESTS: "0",
-    RATE_LIMIT_ROOMS: "0",
-    STATS_CACHE_MS: "0",
-    REDIS_KEY_PREFIX: prefix,
-    ...env,
-  });
-  const errors: string[] = [];
-  const sink = new Writable({
-    write: (chunk, _enc, done) => {
-      if (errors.length < 20) errors.push(chunk.toString().slice(0, 600));
-      done();
-    },
-  });
-  const nodes: RunningRelay[] = [];
-  for (let i = 0; i < RELAYS; i++) nodes.push(await startRelay(config, createLogger("error", sink)));
-  await Promise.all(nodes.map((node) => waitUntilReady(node.url)));
-  return {
-    client: new TestClient(nodes.map((node) => node.url)),
-    errors,
-    nodes,
-    prefix,
-    close: async () => void (await Promise.all(nodes.map((node) => node.shutdown()))),
-  };
-}
-
-/** A command on one node, on a short-lived connection; undefined when it does not answer. */
-async function on<T>(port: number, command: (client: Redis) => Promise<T>): Promise<T | undefined> {
-  const client = new Redis(port, "127.0.0.1", {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: 1000,
-    commandTimeout: 1000,
-  });
-  client.on("error", () => undefined);
-  try {
-    await client.connect();
-    return await command(client);
-  } catch {
-    return undefined;
-  } finally {
-    client.disconnect();
-  }
 }
 
 /** DEBUG SLEEP without waiting for its answer: the server is blocked for `seconds`. */
@@ -169,7 +109,7 @@ async function clusterFault(
   if (kind === "sigkill") node.process.kill("SIGKILL");
   if (kind === "sigstop") node.process.kill("SIGSTOP");
   if (kind === "cluster-failover-force") {
-    const answer = await on(replica.port, (c) => c.cluster("FAILOVER", "FORCE"));
+    const answer = await ask(replica.port, (c) => c.cluster("FAILOVER", "FORCE"));
     if (answer !== "OK") throw new Error(`CLUSTER FAILOVER FORCE answered ${String(answer)}`);
   }
   for (const deadline = Date.now() + 30_000; ; await sleep(50)) {
@@ -217,33 +157,24 @@ async function runArm(
   inject: (round: number, history: History, slotOf: Map<string, number>) => Promise<Failover>,
   keySlot?: (key: string) => Promise<number>,
 ) {
-  const relays = await startRelays({
-    ...env,
-    REDIS_WRITE_ACK_REPLICAS: String(writeAck),
-    REDIS_WRITE_ACK_TIMEOUT_MS: "500",
-  });
+  const relays = new Relays();
+  await relays.start({ ...env, REDIS_WRITE_ACK_REPLICAS: String(writeAck), REDIS_WRITE_ACK_TIMEOUT_MS: "500" }, RELAYS);
   try {
     const history = new History();
     const deadline = Date.now() + ARM_TRAFFIC_MS;
-    const rooms = await Promise.all(Array.from({ length: ROOMS }, () => openRoomWithRetry(relays.client, deadline)));
+    const rooms = await openRooms(relays.client, ROOMS, deadline);
     const slotOf = new Map<string, number>();
     if (keySlot)
       for (const room of rooms) slotOf.set(room.code, await keySlot(new RedisKeys(relays.prefix).room(room.code)[0]));
     let faultsDone = false;
     let trafficDone = false;
-    const traffic = Promise.all(
-      rooms.map((room) =>
-        runRoomWorkload(room, {
-          client: relays.client,
-          history,
-          messagesPerSeat: 1_000_000,
-          recvWaitMs: 2000,
-          sendGapMs: 40,
-          deadline,
-          stopSending: () => faultsDone,
-        }),
-      ),
-    ).finally(() => (trafficDone = true));
+    const traffic = runRoomsWorkload(rooms, {
+      client: relays.client,
+      history,
+      sendGapMs: 40,
+      deadline,
+      stopSending: () => faultsDone,
+    }).finally(() => (trafficDone = true));
 
     // A failover is recovered from when a send or ack that started after the fault succeeded
     // after the promotion, in a room on the failed shard.
@@ -413,7 +344,7 @@ describe("Redis failover under traffic: Cluster", () => {
     async (writeAck) => {
       const keySlot = async (key: string) => {
         for (const node of cluster.nodes) {
-          const slot = await on(node.port, (c) => c.cluster("KEYSLOT", key));
+          const slot = await ask(node.port, (c) => c.cluster("KEYSLOT", key));
           if (slot !== undefined) return Number(slot);
         }
         throw new Error("no node answers CLUSTER KEYSLOT");

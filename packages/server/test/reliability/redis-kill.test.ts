@@ -10,7 +10,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { checkHistory, History } from "../support/history";
 import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";
-import { median, openRoomWithRetry, runRoomWorkload } from "../support/workload";
+import { median, openRooms, runRoomsWorkload } from "../support/workload";
 
 const SOAK = process.env.DUET_SOAK === "1";
 // The short form is sized for CI's two cores, where every lane runs at once.
@@ -58,20 +58,16 @@ describe.each(["always", "everysec"])("Redis SIGKILL and restart under traffic (
       // A guard against a hang, not a bound: the verdict counts messages, and a busy machine
       // only makes the run longer.
       const deadline = Date.now() + (SOAK ? 600_000 : 240_000);
-      const rooms = await Promise.all(Array.from({ length: ROOMS }, () => openRoomWithRetry(target.client, deadline)));
+      const rooms = await openRooms(target.client, ROOMS, deadline);
       let trafficDone = false;
-      const traffic = Promise.all(
-        rooms.map((room) =>
-          runRoomWorkload(room, {
-            client: target.client,
-            history,
-            messagesPerSeat: MESSAGES_PER_SEAT,
-            recvWaitMs: 2000,
-            sendGapMs: 20,
-            deadline,
-          }),
-        ),
-      ).finally(() => (trafficDone = true));
+      const traffic = runRoomsWorkload(rooms, {
+        client: target.client,
+        history,
+        messagesPerSeat: MESSAGES_PER_SEAT,
+        recvWaitMs: 2000,
+        sendGapMs: 20,
+        deadline,
+      }).finally(() => (trafficDone = true));
 
       // Each kill waits for traffic to move on (a share of all the sends acknowledged since
       // the one before), not for a time: however fast this machine runs the workload, every

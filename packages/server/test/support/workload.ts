@@ -163,6 +163,19 @@ export async function openRoomWithRetry(client: TestClient, deadline: number): P
   throw new Error(`could not open a room before the deadline: ${last}`);
 }
 
+/** `count` rooms opened at once with openRoomWithRetry. */
+export const openRooms = (client: TestClient, count: number, deadline: number): Promise<Room[]> =>
+  Promise.all(Array.from({ length: count }, () => openRoomWithRetry(client, deadline)));
+
+/**
+ * The workload in every room at once (runRoomWorkload), all with the same options; without
+ * messagesPerSeat, the seats send until stopSending or the deadline.
+ */
+export const runRoomsWorkload = (
+  rooms: Room[],
+  options: Omit<WorkloadOptions, "messagesPerSeat"> & { messagesPerSeat?: number },
+) => Promise.all(rooms.map((room) => runRoomWorkload(room, { messagesPerSeat: 1_000_000, ...options })));
+
 /**
  * Keeps a recv waiting on a seat until the signal, as a client does: a 503 (a loaded node may
  * shed a call) is retried after its Retry-After. Anything else (an error, a message where none

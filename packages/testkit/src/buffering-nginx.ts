@@ -1,14 +1,17 @@
-// A real nginx (Debian's) in front of a relay, configured as the proxies agents get stuck
-// behind: it buffers every answer (proxy_buffering on, the relay's X-Accel-Buffering: no
-// ignored, HTTP/1.0 to the upstream as nginx does by default) and cuts a request after
-// `readTimeoutS` seconds of silence from the upstream (proxy_read_timeout). nginx binds its
-// own port, so it gets a candidate below the ephemeral range, retried when taken; the answer
-// must come through it (its own header) before the fixture is handed out.
+// A real nginx (Debian's) in front of a relay or a topology, configured as the proxies agents
+// get stuck behind and the path self-test exists to find: it buffers every answer
+// (proxy_buffering on, the relay's X-Accel-Buffering: no ignored, HTTP/1.0 to the upstream
+// as nginx does by default: measured, with HTTP/1.1 nginx passes each chunk on as it comes
+// even with buffering on) and cuts a request after `readTimeoutS` seconds of silence from
+// the upstream (proxy_read_timeout). nginx binds its own port, so it gets a candidate below
+// the ephemeral range, retried when taken; the answer must come through it (its own header)
+// before the fixture is handed out. stop() ends it and removes its directory.
 import { spawn } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { which } from "@duet/testkit";
+import { candidatePort } from "./redis-server.js";
+import { which } from "./which.js";
 
 export interface BufferingNginx {
   url: string;
@@ -30,7 +33,7 @@ export async function startBufferingNginx(upstream: string, readTimeoutS = 10): 
     rmSync(dir, { recursive: true, force: true });
   };
   for (let attempt = 0; attempt < 10; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const port = candidatePort();
     writeFileSync(
       join(dir, "nginx.conf"),
       `worker_processes 1;
