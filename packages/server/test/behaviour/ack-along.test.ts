@@ -5,21 +5,8 @@
 import { MAX_ACK_IDS } from "@duet/protocol";
 import { forEachTarget } from "../support/targets";
 import type { TestClient } from "../support/http-client";
+import { until, waitingOn } from "../support/waiting";
 import { openStream } from "../support/stream-client";
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  for (const deadline = Date.now() + timeoutMs; !(await check()); await sleep(25)) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-  }
-}
-
-/** Waiting recvs and status waits of one node, from its /metrics. */
-async function waitingOn(client: TestClient, node: number): Promise<number> {
-  const { text } = await client.metrics(node);
-  return Number(/^duet_recv_waiting (\d+)/m.exec(text)?.[1] ?? Number.NaN);
-}
 
 const recvAcking = (client: TestClient, code: string, token: string, ack: string, wait = 0, node?: number) =>
   client.call("GET", "/v1/recv", { query: { code, wait, ack }, token, node });

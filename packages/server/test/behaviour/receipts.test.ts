@@ -4,21 +4,8 @@
 // nodes on the multi-node targets). Every target.
 import { forEachTarget } from "../support/targets";
 import type { TestClient } from "../support/http-client";
+import { until, waitingOn } from "../support/waiting";
 import { openStream } from "../support/stream-client";
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  for (const deadline = Date.now() + timeoutMs; !(await check()); await sleep(25)) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-  }
-}
-
-/** Waiting recvs and status waits of one node, from its /metrics. */
-async function waitingOn(client: TestClient, node: number): Promise<number> {
-  const { text } = await client.metrics(node);
-  return Number(/^duet_recv_waiting (\d+)/m.exec(text)?.[1] ?? Number.NaN);
-}
 
 const statusUntilRead = (client: TestClient, code: string, token: string, id: string, wait: number, node?: number) =>
   client.call("GET", "/v1/status", { query: { code, wait, until_read: id }, token, node });

@@ -3,16 +3,10 @@
 // the room ends, when newer streams replace it, and on shutdown; a client that leaves
 // frees its stream. Every target: in-process, one Redis, three nodes, cluster, black box.
 import { BEHAVIOUR_TARGETS, forEachTarget, startTarget } from "../support/targets";
+import { sleep, until } from "../support/waiting";
 import { openStream, openStreamsOn, type TestStream } from "../support/stream-client";
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const messagesOf = (stream: TestStream) => stream.events.filter((e) => e.event === "message").map((e) => e.data.text);
-
-async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  for (const deadline = Date.now() + timeoutMs; !(await check()); await sleep(25)) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-  }
-}
 
 forEachTarget((target) => {
   it("sends the pending messages oldest first, then each new one, with the recv's {id, from, text} and the stream headers", async () => {

@@ -9,7 +9,7 @@
 import { ERRORS, type EndpointSpec, type OperationId, peerTextField } from "@duet/protocol";
 import { hashSeatToken } from "../../src/store/credentials";
 import { type SampleRoom, TABLE, sampleCall, sampleEnvelope, sampleRoom, takesCode } from "../support/sample-calls";
-import { type RelayTarget, forEachTarget, startTarget } from "../support/targets";
+import { type RelayTarget, forEachTarget, useTarget } from "../support/targets";
 
 const IDLE_SECONDS = 60;
 const id = (spec: EndpointSpec) => spec.operationId as OperationId;
@@ -96,14 +96,10 @@ forEachTarget(
 );
 
 describe("the in-process store's byte budget (MEMORY_STORE_MAX_BYTES) counts every text for the peer", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("memory", { MEMORY_STORE_MAX_BYTES: String(1024 * 1024), LOG_LEVEL: "silent" });
-  });
-  afterAll(() => target?.close());
+  const target = useTarget("memory", { MEMORY_STORE_MAX_BYTES: String(1024 * 1024), LOG_LEVEL: "silent" });
 
   it("once the store is full to the byte, each such call is 507 insufficient_storage with Retry-After", async () => {
-    const { client } = target;
+    const { client } = target();
     // The rooms the calls are made in, before the store fills; then rooms to fill it with.
     const rooms = await Promise.all(carriesTextIn.map((spec) => sampleRoom(client, spec)));
     const fillers = await Promise.all(Array.from({ length: 6 }, () => client.pairedRoom()));

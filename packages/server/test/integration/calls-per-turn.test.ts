@@ -8,7 +8,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { USER_AGENT } from "@duet/protocol";
-import { startTarget, type RelayTarget } from "../support/targets";
+import { useTarget } from "../support/targets";
 
 type Message = { id: string; from: string; text: string };
 type RecvAnswer = { messages: Message[] } | { ended: string };
@@ -181,11 +181,7 @@ async function ask(asker: ReturnType<typeof httpSeat>): Promise<Message[]> {
 }
 
 describe("calls per message received, acks folded into recv and send", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("redis");
-  });
-  afterAll(() => target?.close());
+  const target = useTarget("redis");
 
   const perMessage = (seat: Seat, received: number) => {
     const total = Object.values(seat.calls).reduce((sum, n) => sum + n, 0);
@@ -194,7 +190,7 @@ describe("calls per message received, acks folded into recv and send", () => {
   };
 
   it("an MCP-only answerer: join 1, recv 5, send 3 for 5 messages received (1.8 calls each), no ack call", async () => {
-    const base = target.nodes[0]!.url;
+    const base = target().nodes[0]!.url;
     const asker = httpSeat(base);
     const code = await openAndGreet(asker);
     const answerer = await mcpSeat(base);
@@ -218,7 +214,7 @@ describe("calls per message received, acks folded into recv and send", () => {
   });
 
   it("a raw-HTTP answerer makes the same calls", async () => {
-    const base = target.nodes[0]!.url;
+    const base = target().nodes[0]!.url;
     const asker = httpSeat(base);
     const code = await openAndGreet(asker);
     const answerer = httpSeat(base);

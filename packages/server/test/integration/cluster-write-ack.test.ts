@@ -4,9 +4,8 @@
 // room on another master is unaffected; once the replica is back, the retried send answers
 // the same id. (A WAIT sent to another master would have confirmed at once.)
 import { Redis } from "ioredis";
-import { spawnCluster, type SpawnedCluster } from "@duet/testkit";
 import { RedisKeys } from "../../src/store/redis/keys";
-import { startTarget, type RelayTarget } from "../support/targets";
+import { ownCluster } from "../support/own-redis";
 
 async function slotOf(port: number, key: string): Promise<number> {
   const client = new Redis(port, "127.0.0.1", { maxRetriesPerRequest: 0 });
@@ -30,28 +29,19 @@ async function retried503<T extends { status: number }>(call: () => Promise<T>):
 }
 
 describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
-  let cluster: SpawnedCluster;
-  let target: RelayTarget;
-  beforeAll(async () => {
-    // Node timeout 15 s: a replica stopped for a moment is not failed over or forgotten.
-    cluster = await spawnCluster(3, { replicas: 1, nodeTimeoutMs: 15_000 });
-    target = await startTarget("cluster", {
-      REDIS_CLUSTER_NODES: cluster.seeds,
-      REDIS_WRITE_ACK_REPLICAS: "1",
-      REDIS_WRITE_ACK_TIMEOUT_MS: "1000",
-    });
-  }, 120_000);
-  afterAll(async () => {
-    await target?.close();
-    await cluster?.stop();
-  });
+  // Node timeout 15 s: a replica stopped for a moment is not failed over or forgotten.
+  const own = ownCluster(
+    3,
+    { replicas: 1, nodeTimeoutMs: 15_000 },
+    { REDIS_WRITE_ACK_REPLICAS: "1", REDIS_WRITE_ACK_TIMEOUT_MS: "1000" },
+  );
 
   it("a stopped replica blocks only its own master's rooms; the retry once it is back answers the same id", async () => {
-    const { client } = target;
-    const keys = new RedisKeys(target.config.redis!.keyPrefix);
-    const view = await cluster.view();
+    const { client } = own.target;
+    const keys = new RedisKeys(own.target.config.redis!.keyPrefix);
+    const view = await own.cluster.view();
     const masterOf = async (code: string) => {
-      const slot = await slotOf(cluster.nodes[0]!.port, keys.room(code)[0]);
+      const slot = await slotOf(own.cluster.nodes[0]!.port, keys.room(code)[0]);
       return view.find((n) => n.role === "master" && n.slots.some(([from, to]) => slot >= from && slot <= to))!;
     };
     // Two rooms on two different masters.
@@ -67,7 +57,7 @@ describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
     let other = await pairedRoom();
     while ((await masterOf(other.code)).port === firstMaster.port) other = await pairedRoom();
     const replica = view.find((n) => n.role === "replica" && n.masterId === firstMaster.id)!;
-    const replicaProcess = cluster.nodes.find((n) => n.port === replica.port)!.process;
+    const replicaProcess = own.cluster.nodes.find((n) => n.port === replica.port)!.process;
 
     replicaProcess.kill("SIGSTOP");
     let refused;
@@ -80,7 +70,7 @@ describe("write-ack on a cluster (REDIS_WRITE_ACK_REPLICAS=1)", () => {
     }
     expect(refused.status).toBe(503);
     expect(refused.body.error).toBe("unavailable");
-    await cluster.waitHealthy(1);
+    await own.cluster.waitHealthy(1);
     const retried = await retried503(() => client.send(first.code, first.a, "needs its replica", "k1"));
     expect(retried.status).toBe(200);
     const inbox = await client.recv(first.code, first.b, 0);

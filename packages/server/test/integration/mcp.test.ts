@@ -10,7 +10,7 @@ import { ENDPOINTS, MAX_PENDING_MESSAGES, MAX_TEXT_BYTES, OPERATION_IDS } from "
 
 /** The operations that are MCP tools (the self-test too: a named probe, test/integration/mcp-bad-proxy.test.ts). */
 const TOOL_IDS = OPERATION_IDS.filter((id) => "tool" in ENDPOINTS[id]);
-import { startTarget, type RelayTarget } from "../support/targets";
+import { type RelayTarget, useTarget } from "../support/targets";
 
 const run = promisify(execFile);
 
@@ -71,14 +71,10 @@ async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10
 }
 
 describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("redis-3-nodes");
-  });
-  afterAll(() => target?.close());
+  const target = useTarget("redis-3-nodes");
 
   it("lists one tool per operation of the endpoint table, with the flow and safety rules", async () => {
-    const { client, hits } = await connectMcp(target);
+    const { client, hits } = await connectMcp(target());
     const { tools } = await client.listTools();
     expect(tools.map((tool) => tool.name)).toEqual(TOOL_IDS);
     for (const tool of tools) {
@@ -97,7 +93,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
   });
 
   it("a whole conversation: open, join, a recv that waits (with progress) and is woken by send, ack, status, close, then 404", async () => {
-    const { client, hits } = await connectMcp(target);
+    const { client, hits } = await connectMcp(target());
     const opened = await ok(client, "open");
     expect(opened.share).not.toContain(opened.token);
     const joined = await ok(client, "join", { code: opened.code.toUpperCase() });
@@ -139,16 +135,16 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     await client.close();
     // Tokens, codes and texts travel in tool arguments: none of them reaches a log or /metrics.
     const metrics = (
-      await Promise.all(target.nodes.map(async (node) => (await fetch(`${node.metricsUrl}/metrics`)).text()))
+      await Promise.all(target().nodes.map(async (node) => (await fetch(`${node.metricsUrl}/metrics`)).text()))
     ).join("");
     for (const secret of [opened.token, joined.token, opened.code, "hello from seat a"]) {
-      expect(target.logs()).not.toContain(secret);
+      expect(target().logs()).not.toContain(secret);
       expect(metrics).not.toContain(secret);
     }
   });
 
   it("mailbox_full, a missing token and the caller's own token in a text come back as tool errors from the catalogue", async () => {
-    const { client } = await connectMcp(target);
+    const { client } = await connectMcp(target());
     const opened = await ok(client, "open");
     await ok(client, "join", { code: opened.code });
     for (let i = 0; i < MAX_PENDING_MESSAGES; i++)
@@ -187,7 +183,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
   });
 
   it("an end-to-end encrypted room: the tools refuse plain text and pass envelopes through unchanged, both ways with the SDK", async () => {
-    const { client } = await connectMcp(target);
+    const { client } = await connectMcp(target());
     const opened = await ok(client, "open", { e2e: true });
     expect(opened.e2e).toBe(true);
     const joined = await ok(client, "join", { code: opened.code });
@@ -209,7 +205,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
   });
 
   it("a text over the size limit is too_large", async () => {
-    const { client } = await connectMcp(target);
+    const { client } = await connectMcp(target());
     const opened = await ok(client, "open");
     const big = await call(client, "send", {
       code: opened.code,
@@ -221,9 +217,9 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
   });
 
   it("a waiting recv stops waiting when its call goes away: duet_recv_waiting drops back", async () => {
-    const { client } = await connectMcp(target);
+    const { client } = await connectMcp(target());
     const opened = await ok(client, "open");
-    expect(await waitingRecvs(target)).toBe(0);
+    expect(await waitingRecvs(target())).toBe(0);
     let resolveProgress!: () => void;
     const progressed = new Promise<void>((resolve) => (resolveProgress = resolve));
     const abort = new AbortController();
@@ -235,17 +231,17 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     ).catch((error: Error) => error);
     await progressed;
     // Progress goes out as the wait starts; the wait registers a moment later.
-    await until(async () => (await waitingRecvs(target)) === 1, "the recv is waiting");
+    await until(async () => (await waitingRecvs(target())) === 1, "the recv is waiting");
     // The client cancels the call and drops its connection.
     abort.abort();
     expect(await waiting).toBeInstanceOf(Error);
     await client.close();
     // Well before the 25 s wait would have run out.
-    await until(async () => (await waitingRecvs(target)) === 0, "the waiting recv was freed");
+    await until(async () => (await waitingRecvs(target())) === 0, "the waiting recv was freed");
   });
 
   it("read receipts: status gives unread, and status with wait and until_read is woken by the peer's ack on another node", async () => {
-    const { client } = await connectMcp(target);
+    const { client } = await connectMcp(target());
     const opened = await ok(client, "open");
     const joined = await ok(client, "join", { code: opened.code });
     const sent = await ok(client, "send", { code: opened.code, token: opened.token, text: "was this read?" });
@@ -253,7 +249,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
       pending_out: 1,
       unread: [sent.id],
     });
-    const before = await waitingRecvs(target);
+    const before = await waitingRecvs(target());
     // The tool's own arguments: wait is a number, until_read an id.
     const waiting = call(client, "status", {
       code: opened.code,
@@ -261,7 +257,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
       wait: 20_000,
       until_read: sent.id,
     });
-    await until(async () => (await waitingRecvs(target)) > before, "the status waits");
+    await until(async () => (await waitingRecvs(target())) > before, "the status waits");
     await ok(client, "ack", { code: opened.code, token: joined.token, ids: [sent.id] });
     // Had the ack not woken it, the wait would run out and answer what it read before the ack.
     expect(await waiting).toMatchObject({ ok: true, body: { unread: [], pending_out: 0 } });
@@ -274,7 +270,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
   });
 
   it("the tools and instructions stand alone: no reference an agent with only these tools cannot follow", async () => {
-    const { client } = await connectMcp(target);
+    const { client } = await connectMcp(target());
     const { tools } = await client.listTools();
     const text = JSON.stringify(tools) + (client.getInstructions() ?? "");
     expect(text).not.toMatch(/docs\/|§|\.md\b|GET \/v1\/api/);
@@ -287,7 +283,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
   });
 
   it("an encrypted room's share block offers no route that loses the key, and says an MCP-only agent cannot join", async () => {
-    const { client } = await connectMcp(target);
+    const { client } = await connectMcp(target());
     const opened = await ok(client, "open", { e2e: true });
     await client.close();
     expect(opened.share).toContain("MCP-only agent (no shell) cannot join this room");
@@ -299,8 +295,8 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
   });
 
   it("an MCP agent and a REST agent converse in one room", async () => {
-    const { client } = await connectMcp(target);
-    const rest = target.client;
+    const { client } = await connectMcp(target());
+    const rest = target().client;
     const opened = await ok(client, "open");
     const joined = await rest.join(opened.code);
     expect(joined.status).toBe(200);
@@ -324,7 +320,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
   });
 
   it("answers any User-Agent, refuses a foreign Host (DNS rebinding), and GET or DELETE with 405 JSON", async () => {
-    const url = `${target.nodes[0]!.url}/mcp`;
+    const url = `${target().nodes[0]!.url}/mcp`;
     const list = { jsonrpc: "2.0", id: 1, method: "tools/list" };
     const headers = {
       "content-type": "application/json",
@@ -362,8 +358,8 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
   });
 
   it("the share block, the recipe, the landing page and the OpenAPI document name the MCP endpoint", async () => {
-    const base = target.nodes[0]!.url;
-    const { client } = await connectMcp(target);
+    const base = target().nodes[0]!.url;
+    const { client } = await connectMcp(target());
     const opened = await ok(client, "open");
     await client.close();
     expect(opened.share).toContain(`${opened.join_url.replace(/\/join\/.*$/, "")}/mcp`);
@@ -376,7 +372,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
 
   it("the MCP Inspector's CLI lists the tools and calls one", async () => {
     const inspector = join(__dirname, "../../node_modules/.bin/mcp-inspector");
-    const url = `${target.nodes[1]!.url}/mcp`;
+    const url = `${target().nodes[1]!.url}/mcp`;
     const listed = await run(inspector, ["--cli", url, "--method", "tools/list"], { timeout: 60_000 });
     expect(JSON.parse(listed.stdout).tools.map((tool: { name: string }) => tool.name)).toEqual(TOOL_IDS);
     const called = await run(inspector, ["--cli", url, "--method", "tools/call", "--tool-name", "open"], {
@@ -384,7 +380,7 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
     });
     const opened = JSON.parse(called.stdout).structuredContent;
     expect(opened).toMatchObject({ seat: "a", code: expect.stringMatching(/^[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}$/) });
-    expect((await target.client.status(opened.code, opened.token)).body).toMatchObject({
+    expect((await target().client.status(opened.code, opened.token)).body).toMatchObject({
       seat: "a",
       peer_joined: false,
     });
@@ -393,14 +389,10 @@ describe("MCP over Streamable HTTP on three nodes sharing one Redis", () => {
 });
 
 describe("MCP rate limits", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("memory", { RATE_LIMIT_ROOMS: "1" });
-  });
-  afterAll(() => target?.close());
+  const target = useTarget("memory", { RATE_LIMIT_ROOMS: "1" });
 
   it("open and join tool calls count against the per-IP room limit like the REST calls: HTTP 429 with the catalogue's body", async () => {
-    const { client } = await connectMcp(target);
+    const { client } = await connectMcp(target());
     await ok(client, "open");
     await expect(client.callTool({ name: "open", arguments: {} })).rejects.toThrow(/"error":"rate_limited"/);
     // Other tools are not room-creating calls.

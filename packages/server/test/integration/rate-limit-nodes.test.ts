@@ -4,7 +4,7 @@
 // less a lease per node it stops calling; opens and joins are counted exactly, one round trip
 // each.
 import { connect } from "node:net";
-import { startTarget, type RelayTarget } from "../support/targets";
+import { startTarget, type RelayTarget, useTarget } from "../support/targets";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const WINDOW_SECONDS = 3600;
@@ -133,23 +133,19 @@ describe("the request limit: one budget for three nodes on one Redis", () => {
 });
 
 describe("opens and joins: exact across nodes", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("redis-3-nodes", {
-      RATE_LIMIT_REQUESTS: "1000",
-      RATE_LIMIT_ROOMS: "7",
-      RATE_LIMIT_WINDOW_SECONDS: String(WINDOW_SECONDS),
-    });
+  const target = useTarget("redis-3-nodes", {
+    RATE_LIMIT_REQUESTS: "1000",
+    RATE_LIMIT_ROOMS: "7",
+    RATE_LIMIT_WINDOW_SECONDS: String(WINDOW_SECONDS),
   });
-  afterAll(() => target?.close());
 
   it("a burst of opens and joins spread over three nodes gets exactly the budget", async () => {
     await roomInWindow(30_000);
-    const opens = await Promise.all(Array.from({ length: 12 }, (_, i) => target.client.open({ node: i % 3 })));
+    const opens = await Promise.all(Array.from({ length: 12 }, (_, i) => target().client.open({ node: i % 3 })));
     const opened = opens.filter((r) => r.status === 200);
     expect(opens.filter((r) => r.status !== 200 && r.status !== 429)).toEqual([]);
     expect(opened).toHaveLength(7);
-    const joins = await Promise.all(opened.map((r, i) => target.client.join(r.body.code, { node: i % 3 })));
+    const joins = await Promise.all(opened.map((r, i) => target().client.join(r.body.code, { node: i % 3 })));
     expect(joins.map((r) => r.status)).toEqual(joins.map(() => 429));
   }, 120_000);
 });

@@ -2,8 +2,9 @@
 // fails fast with 503 unavailable (none hangs), and the node recovers by itself when Redis
 // returns. Also graceful shutdown: SIGTERM answers waiting recvs and exits cleanly.
 import { Redis } from "ioredis";
-import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
+import { spawnRedis } from "@duet/testkit";
 import { startTarget, type RelayTarget } from "../support/targets";
+import { ownRedis } from "../support/own-redis";
 
 const timed = async <T>(work: Promise<T>) => {
   const started = Date.now();
@@ -21,23 +22,14 @@ async function untilReady(target: RelayTarget, withinMs: number): Promise<number
 }
 
 describe("Redis unreachable", () => {
-  let redis: SpawnedRedis;
-  let target: RelayTarget;
-  beforeEach(async () => {
-    redis = await spawnRedis();
-    target = await startTarget("redis", { REDIS_URL: redis.url, REDIS_COMMAND_TIMEOUT_MS: "1000" });
-  });
-  afterEach(async () => {
-    await target?.close();
-    await redis?.stop("SIGKILL");
-  });
+  const own = ownRedis({ env: { REDIS_COMMAND_TIMEOUT_MS: "1000" }, each: true });
 
   it("Redis process gone: every call answers 503 unavailable at once; the node recovers by itself when it returns", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const room = await client.pairedRoom();
     const waiting = timed(client.recv(room.code, room.b, 20_000));
     await new Promise((r) => setTimeout(r, 200));
-    await redis.stop("SIGKILL");
+    await own.redis.stop("SIGKILL");
     for (const call of [
       client.open(),
       client.join(room.code),
@@ -56,17 +48,17 @@ describe("Redis unreachable", () => {
     expect([200, 503]).toContain(recvReply.status);
     expect(recvMs).toBeLessThan(22_000);
 
-    const restarted = await spawnRedis([], redis.port);
-    redis = restarted;
-    const recoveredIn = await untilReady(target, 5000);
+    const restarted = await spawnRedis([], own.redis.port);
+    own.redis = restarted;
+    const recoveredIn = await untilReady(own.target, 5000);
     expect(recoveredIn).toBeLessThan(2000);
     expect((await client.open()).status).toBe(200);
   }, 120_000);
 
   it("Redis frozen (SIGSTOP, a black hole): calls answer 503 within the command timeout; all is well after SIGCONT", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const room = await client.pairedRoom();
-    redis.process.kill("SIGSTOP");
+    own.redis.process.kill("SIGSTOP");
     try {
       const replies = await Promise.all(
         [client.send(room.code, room.a, "x"), client.status(room.code, room.a), client.open()].map(timed),
@@ -76,9 +68,9 @@ describe("Redis unreachable", () => {
         expect(ms).toBeLessThan(1000 + 1500);
       }
     } finally {
-      redis.process.kill("SIGCONT");
+      own.redis.process.kill("SIGCONT");
     }
-    await untilReady(target, 5000);
+    await untilReady(own.target, 5000);
     expect((await client.send(room.code, room.a, "after")).status).toBe(200);
   }, 120_000);
 });

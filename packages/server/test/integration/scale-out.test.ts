@@ -2,9 +2,10 @@
 // wake-ups cannot strand a recv, and a node's Redis connections do not grow with its load.
 import { setMaxListeners } from "node:events";
 import { Redis } from "ioredis";
-import { spawnCluster, spawnRedis, type SpawnedCluster, type SpawnedRedis } from "@duet/testkit";
-import { startTarget, type RelayTarget, type TargetKind } from "../support/targets";
-import { asClient, holdRecv, openRoomWithRetry } from "../support/workload";
+import { spawnCluster, type SpawnedCluster } from "@duet/testkit";
+import { startTarget, type RelayTarget, type TargetKind, useTarget } from "../support/targets";
+import { asClient, holdRecv, openRooms } from "../support/workload";
+import { ownRedis } from "../support/own-redis";
 
 const MULTI_NODE: TargetKind[] = ["redis-3-nodes", "cluster-3-nodes"];
 
@@ -21,15 +22,11 @@ function adminClients(kind: TargetKind): Redis[] {
 
 describe.each(MULTI_NODE)("on %s", (kind) => {
   describe("wake-up races", () => {
-    let target: RelayTarget;
     // A lost wake-up would show as a recv that waits for its whole wait: no safety re-check.
-    beforeAll(async () => {
-      target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" });
-    });
-    afterAll(() => target?.close());
+    const target = useTarget(kind, { WAKE_RECHECK_SECONDS: "3600" });
 
     it("500 send/recv pairs on different nodes, recv started just before the send: no recv waits out its wait", async () => {
-      const { client } = target;
+      const { client } = target();
       // 50 rooms, 10 pairs each, every pair a fresh race between a subscription and a publish.
       const rooms = await Promise.all(Array.from({ length: 50 }, () => client.pairedRoom()));
       // A lost wake-up shows as a recv whose answering call lasted its whole wait, the longest
@@ -76,15 +73,11 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
   });
 
   describe("subscriber loss", () => {
-    let target: RelayTarget;
     // No periodic re-read (an hour): the reconnect's re-read alone delivers.
-    beforeAll(async () => {
-      target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" });
-    });
-    afterAll(() => target?.close());
+    const target = useTarget(kind, { WAKE_RECHECK_SECONDS: "3600" });
 
     it("CLIENT KILL TYPE pubsub while recvs wait: every message is still delivered within 3.5 s, with no periodic re-read", async () => {
-      const { client } = target;
+      const { client } = target();
       const rooms = await Promise.all(Array.from({ length: 30 }, () => client.pairedRoom()));
       const waiting = rooms.map((room, i) => {
         const started = Date.now();
@@ -112,14 +105,10 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
   });
 
   describe("closing across nodes", () => {
-    let target: RelayTarget;
-    beforeAll(async () => {
-      target = await startTarget(kind, { WAKE_RECHECK_SECONDS: "3600" });
-    });
-    afterAll(() => target?.close());
+    const target = useTarget(kind, { WAKE_RECHECK_SECONDS: "3600" });
 
     it("a close on one node ends the recvs waiting on every node with 404", async () => {
-      const { client } = target;
+      const { client } = target();
       const room = await client.pairedRoom();
       const waiting = [0, 1, 2].map((node) => client.recv(room.code, node % 2 ? room.a : room.b, 15_000, { node }));
       await new Promise((r) => setTimeout(r, 300));
@@ -130,7 +119,7 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
     });
 
     it("status, peer_active and stats are the same whichever node answers", async () => {
-      const { client } = target;
+      const { client } = target();
       const room = await client.pairedRoom();
       await client.send(room.code, room.a, "x", undefined, { node: 0 });
       const statuses = await Promise.all([0, 1, 2].map((node) => client.status(room.code, room.b, { node })));
@@ -144,39 +133,27 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
 });
 
 describe("Redis connections per node", () => {
-  let redis: SpawnedRedis;
-  let admin: Redis;
-  let target: RelayTarget;
-  beforeAll(async () => {
-    redis = await spawnRedis(["--maxclients", "10000"]);
-    admin = new Redis(redis.url);
-    target = await startTarget("redis", { REDIS_URL: redis.url });
-  });
-  afterAll(async () => {
-    await target?.close();
-    admin?.disconnect();
-    await redis?.stop();
-  });
+  const own = ownRedis({ args: ["--maxclients", "10000"] });
 
   const relayConnections = async () =>
-    ((await admin.call("CLIENT", "LIST")) as string)
+    ((await own.admin.call("CLIENT", "LIST")) as string)
       .split("\n")
       .filter((line) => line && !line.includes("cmd=client|list")).length;
 
   it("stays constant from 0 to 1,000 waiting recvs: one command connection and one subscriber", async () => {
-    const { client } = target;
+    const { client } = own.target;
     // Both connections are up once the relay is ready and the subscriber has said hello.
     let idle = await relayConnections();
     for (const deadline = Date.now() + 10_000; idle < 2 && Date.now() < deadline; idle = await relayConnections())
       await new Promise((r) => setTimeout(r, 100));
-    const rooms = await Promise.all(Array.from({ length: 1000 }, () => openRoomWithRetry(client, Date.now() + 60_000)));
+    const rooms = await openRooms(client, 1000, Date.now() + 60_000);
     const abort = new AbortController();
     // 1,000 waiting calls (and their retries) share one abort signal.
     setMaxListeners(5000, abort.signal);
     const failed: string[] = [];
     const waiting = rooms.map((room) => holdRecv(client, room.code, room.b, abort.signal, failed));
     // Until all 1,000 rooms' channels are subscribed: every recv is waiting (the deadline only guards a hang).
-    const subscribed = async () => ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
+    const subscribed = async () => ((await own.admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
     for (
       const deadline = Date.now() + 150_000;
       (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0;
@@ -240,7 +217,7 @@ describe("Redis connections per node on a cluster", () => {
     const { client } = target;
     const idle = await connectionsOnceUp();
     expect(idle).toBe(IDLE);
-    const rooms = await Promise.all(Array.from({ length: 1000 }, () => openRoomWithRetry(client, Date.now() + 60_000)));
+    const rooms = await openRooms(client, 1000, Date.now() + 60_000);
     const abort = new AbortController();
     // 1,000 waiting calls (and their retries) share one abort signal.
     setMaxListeners(5000, abort.signal);

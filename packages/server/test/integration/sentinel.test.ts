@@ -1,66 +1,34 @@
-// The relay on a Sentinel-managed Redis (a master, two replicas, three sentinels, all real
-// redis-server processes): it finds the master through Sentinel, follows a failover, wakes
-// waiting recvs after one, and with REDIS_WRITE_ACK_REPLICAS answers a change only once a
-// replica has it (else 503, and the retry with the same idempotency key gets the same id).
-import { spawnSentinelTopology, type SpawnedSentinelTopology } from "@duet/testkit";
 import { once } from "node:events";
 import { Redis } from "ioredis";
 import { loadConfig } from "../../src/config";
 import { closeConnection, createRedisConnections } from "../../src/store/redis/connection";
-import { startTarget, type RelayTarget } from "../support/targets";
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/**
- * Retries a call until it answers 2xx (through a failover), as a client does; the deadline is a
- * guard against a hang, not a bound.
- */
-async function untilOk<T extends { status: number }>(call: () => Promise<T>, withinMs = 90_000): Promise<T> {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    const reply = await call();
-    if (reply.status < 300 || Date.now() > deadline) return reply;
-    await sleep(100);
-  }
-}
+import { ownSentinel } from "../support/own-redis";
+import { sleep, untilOk } from "../support/waiting";
 
 describe("relay on Sentinel", () => {
-  let topology: SpawnedSentinelTopology;
-  let target: RelayTarget;
-  beforeAll(async () => {
-    topology = await spawnSentinelTopology();
-    target = await startTarget("redis", {
-      REDIS_URL: "",
-      REDIS_SENTINELS: topology.sentinels,
-      REDIS_SENTINEL_NAME: topology.name,
-    });
-  }, 120_000);
-  afterAll(async () => {
-    await target?.close();
-    await topology?.stop();
-  });
+  const own = ownSentinel({}, "redis");
 
   it("finds the master through Sentinel, follows SENTINEL FAILOVER and keeps what was acknowledged", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const room = await client.pairedRoom();
     const sent = await client.send(room.code, room.a, "before the failover", "k1");
     expect(sent.status).toBe(200);
-    const before = await topology.masterPort();
-    await topology.sentinelFailover();
-    expect(await topology.masterPort()).not.toBe(before);
+    const before = await own.topology.masterPort();
+    await own.topology.sentinelFailover();
+    expect(await own.topology.masterPort()).not.toBe(before);
     // The same key after the failover: the message is there (replicated before the switch), one id.
     const again = await untilOk(() => client.send(room.code, room.a, "before the failover", "k1"));
     expect(again.body.id).toBe(sent.body.id);
     const inbox = await untilOk(() => client.recv(room.code, room.b, 0));
     expect(inbox.body.messages.map((m: { text: string }) => m.text)).toEqual(["before the failover"]);
-    await topology.waitForReplicas(2);
+    await own.topology.waitForReplicas(2);
   }, 120_000);
 
   // ioredis ends a Sentinel connection for good when it is dropped while it asks a sentinel
   // for the master (what its failover detector and the heartbeat do during a failover):
   // every call then answered 503 until the relay restarted. The connection must come back.
   it("a connection dropped while it asks Sentinel for the master connects again", async () => {
-    const { redis } = loadConfig({ REDIS_SENTINELS: topology.sentinels, REDIS_SENTINEL_NAME: topology.name });
+    const { redis } = loadConfig({ REDIS_SENTINELS: own.topology.sentinels, REDIS_SENTINEL_NAME: own.topology.name });
     const connections = createRedisConnections({ ...redis! });
     const { commands } = connections;
     commands.on("error", () => undefined);
@@ -94,15 +62,15 @@ describe("relay on Sentinel", () => {
   }, 120_000);
 
   it("a recv waiting through a hung master (SIGSTOP) gets a message sent after the failover", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const room = await client.pairedRoom();
-    const master = await topology.master();
+    const master = await own.topology.master();
     // Subscribe first: the recv is waiting on the subscriber connection to the master.
     const waiting = client.recv(room.code, room.b, 25_000);
     await sleep(300);
     master.process.kill("SIGSTOP");
     try {
-      await topology.waitForNewMaster(master.port);
+      await own.topology.waitForNewMaster(master.port);
       const sent = await untilOk(() => client.send(room.code, room.a, "after the failover", "k1"));
       expect(sent.status).toBe(200);
       const reply = await waiting;
@@ -115,31 +83,19 @@ describe("relay on Sentinel", () => {
     } finally {
       master.process.kill("SIGCONT");
     }
-    await topology.waitForReplicas(2);
+    await own.topology.waitForReplicas(2);
   }, 120_000);
 });
 
 describe("write-ack on Sentinel (REDIS_WRITE_ACK_REPLICAS=1)", () => {
-  let topology: SpawnedSentinelTopology;
-  let target: RelayTarget;
-  beforeAll(async () => {
-    // Failover off in practice (down-after 60 s): this test stops replicas, not the master.
-    topology = await spawnSentinelTopology({ downAfterMs: 60_000 });
-    target = await startTarget("redis-3-nodes", {
-      REDIS_URL: "",
-      REDIS_SENTINELS: topology.sentinels,
-      REDIS_SENTINEL_NAME: topology.name,
-      REDIS_WRITE_ACK_REPLICAS: "1",
-      REDIS_WRITE_ACK_TIMEOUT_MS: "300",
-    });
-  }, 120_000);
-  afterAll(async () => {
-    await target?.close();
-    await topology?.stop();
+  // Failover off in practice (down-after 60 s): this test stops replicas, not the master.
+  const own = ownSentinel({ downAfterMs: 60_000 }, "redis-3-nodes", {
+    REDIS_WRITE_ACK_REPLICAS: "1",
+    REDIS_WRITE_ACK_TIMEOUT_MS: "300",
   });
 
   it("every state change succeeds while a replica confirms it", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const room = await client.pairedRoom();
     const sent = await client.send(room.code, room.a, "hello", "k1");
     expect(sent.status).toBe(200);
@@ -152,10 +108,10 @@ describe("write-ack on Sentinel (REDIS_WRITE_ACK_REPLICAS=1)", () => {
   });
 
   it("a master whose script cache was emptied (as on a promoted replica) still takes changes: NOSCRIPT falls back to EVAL", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const room = await client.pairedRoom();
     expect((await client.send(room.code, room.a, "first", "k1")).status).toBe(200);
-    const master = await topology.master();
+    const master = await own.topology.master();
     const admin = new Redis(master.port, "127.0.0.1", { maxRetriesPerRequest: 0 });
     try {
       expect(await admin.script("FLUSH")).toBe("OK");
@@ -169,10 +125,10 @@ describe("write-ack on Sentinel (REDIS_WRITE_ACK_REPLICAS=1)", () => {
   });
 
   it("with every replica stopped a send answers 503 with Retry-After; its retry once they are back answers the same id", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const room = await client.pairedRoom();
-    const master = await topology.master();
-    const replicas = [...topology.nodes.values()].filter((node) => node.port !== master.port);
+    const master = await own.topology.master();
+    const replicas = [...own.topology.nodes.values()].filter((node) => node.port !== master.port);
     expect(replicas).toHaveLength(2);
     for (const replica of replicas) replica.process.kill("SIGSTOP");
     let refused;

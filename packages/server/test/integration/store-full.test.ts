@@ -1,40 +1,22 @@
-// A Redis at maxmemory under noeviction refuses writes with an OOM reply: the relay answers
-// the same 503 `unavailable` as for an unreachable store (clients retry as before), but says
-// the store is full, and counts it in duet_store_full_total apart from the outages.
-import { Redis } from "ioredis";
 import { ERRORS } from "@duet/protocol";
-import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
-import { startTarget, type RelayTarget } from "../support/targets";
+import { ownRedis } from "../support/own-redis";
 
-let redis: SpawnedRedis;
-let admin: Redis;
-let target: RelayTarget;
-
-beforeAll(async () => {
-  redis = await spawnRedis(["--maxmemory-policy", "noeviction"]);
-  admin = new Redis(redis.url);
-  target = await startTarget("redis", { REDIS_URL: redis.url });
-});
-afterAll(async () => {
-  await target?.close();
-  admin?.disconnect();
-  await redis?.stop();
-});
+const own = ownRedis({ args: ["--maxmemory-policy", "noeviction"] });
 
 const series = async (name: string) => {
-  const { text } = await target.client.metrics();
+  const { text } = await own.target.client.metrics();
   const escaped = name.replace(/[{}"]/g, "\\$&");
   return Number(new RegExp(`^${escaped} (\\S+)$`, "m").exec(text)?.[1] ?? Number.NaN);
 };
 
 it("a send to a full Redis is a 503 that says the store is full, counted apart from unreachable", async () => {
-  const { client } = target;
+  const { client } = own.target;
   const room = await client.pairedRoom();
   expect(await series("duet_store_full_total")).toBe(0);
   const unavailableBefore = await series('duet_errors_total{code="unavailable"}');
 
   // Any write now exceeds maxmemory: Redis answers OOM, and noeviction frees nothing.
-  await admin.config("SET", "maxmemory", "1");
+  await own.admin.config("SET", "maxmemory", "1");
   try {
     const refused = await client.send(room.code, room.a, "does not fit");
     expect({ status: refused.status, body: refused.body }).toEqual({
@@ -47,9 +29,9 @@ it("a send to a full Redis is a 503 that says the store is full, counted apart f
     expect(refused.body.message).not.toBe(ERRORS.unavailable.message);
     expect(refused.headers.get("retry-after")).toBe("1");
     // Redis still answers: the node stays ready (an unreachable store would make it 503).
-    expect((await fetch(`${target.nodes[0]!.url}/readyz`)).status).toBe(200);
+    expect((await fetch(`${own.target.nodes[0]!.url}/readyz`)).status).toBe(200);
   } finally {
-    await admin.config("SET", "maxmemory", "0");
+    await own.admin.config("SET", "maxmemory", "0");
   }
 
   expect(await series("duet_store_full_total")).toBe(1);

@@ -21,25 +21,14 @@ import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/logger";
 import { startRelay } from "../../src/relay";
 import { hashSeatToken } from "../../src/store/credentials";
-import { spawnRedis, spawnSentinelTopology, type SpawnedRedis, type SpawnedSentinelTopology, ask } from "@duet/testkit";
+import { spawnRedis, type SpawnedRedis, ask } from "@duet/testkit";
 import { RedisWakeupBus } from "../../src/realtime/redis-wakeups";
 import { createRedisConnections, replicaProbe } from "../../src/store/redis/connection";
 import { RedisKeys } from "../../src/store/redis/keys";
 import { RedisRoomStore } from "../../src/store/redis/redis-store";
-import { startTarget, uniquePrefix, type RelayTarget } from "../support/targets";
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Retries a call until it answers 2xx, up to a deadline (a client retrying its 503s). */
-/** Retries a call as a client does, until it succeeds: the bound guards a hang, it measures nothing. */
-async function untilOk<T extends { status: number }>(call: () => Promise<T>, withinMs = 120_000): Promise<T> {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    const reply = await call();
-    if (reply.status < 300 || Date.now() > deadline) return reply;
-    await sleep(100);
-  }
-}
+import { ownSentinel } from "../support/own-redis";
+import { sleep, untilOk } from "../support/waiting";
+import { uniquePrefix } from "../support/targets";
 
 /** Replicas the master on `port` lists online. */
 const onlineReplicas = async (port: number) =>
@@ -48,31 +37,19 @@ const onlineReplicas = async (port: number) =>
     .filter((line) => /^slave\d+:.*state=online/.test(line)).length;
 
 describe("write-ack all on Sentinel: changes resume once the new master has a replica", () => {
-  let topology: SpawnedSentinelTopology;
-  let target: RelayTarget;
-  beforeAll(async () => {
-    topology = await spawnSentinelTopology({ downAfterMs: 1000, failoverTimeoutMs: 5000 });
-    target = await startTarget("redis", {
-      REDIS_URL: "",
-      REDIS_SENTINELS: topology.sentinels,
-      REDIS_SENTINEL_NAME: topology.name,
-      REDIS_WRITE_ACK_REPLICAS: "all",
-      REDIS_WRITE_ACK_TIMEOUT_MS: "500",
-    });
-  }, 120_000);
-  afterAll(async () => {
-    await target?.close();
-    await topology?.stop();
+  const own = ownSentinel({ downAfterMs: 1000, failoverTimeoutMs: 5000 }, "redis", {
+    REDIS_WRITE_ACK_REPLICAS: "all",
+    REDIS_WRITE_ACK_TIMEOUT_MS: "500",
   });
 
   it("the master killed and left down: the next send succeeds on the new master with one replica, and nothing acknowledged is lost", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const room = await client.pairedRoom();
     const before = await untilOk(() => client.send(room.code, room.a, "before", "k1"));
     expect(before.status).toBe(200);
-    const master = await topology.master();
+    const master = await own.topology.master();
     master.process.kill("SIGKILL");
-    const promoted = await topology.waitForNewMaster(master.port);
+    const promoted = await own.topology.waitForNewMaster(master.port);
     // The old master stays down: the new one has one replica of the two it had.
     const after = await untilOk(() => client.send(room.code, room.a, "after", "k2"));
     expect(after.status).toBe(200);
@@ -80,12 +57,40 @@ describe("write-ack all on Sentinel: changes resume once the new master has a re
     const inbox = await untilOk(() => client.recv(room.code, room.b, 0));
     expect(inbox.body.messages.map((m: { text: string }) => m.text)).toEqual(["before", "after"]);
     // Back as a replica, the old master is waited for again.
-    await topology.restart(master.port);
-    await topology.waitForReplicas(2, 30_000);
+    await own.topology.restart(master.port);
+    await own.topology.waitForReplicas(2, 30_000);
     const ack = await untilOk(() => client.ack(room.code, room.b, [before.body.id, after.body.id]));
     expect(ack.status).toBe(200);
   }, 400_000);
 });
+
+/** A master (pinging its replicas every second) and two replicas, without Sentinel. */
+const masterWithReplicas = async () => {
+  const master = await spawnRedis(["--repl-ping-replica-period", "1"]);
+  const replicaOf = ["--replicaof", "127.0.0.1", String(master.port)];
+  return [master, await spawnRedis(replicaOf), await spawnRedis(replicaOf)] as const;
+};
+
+/** A store on `node` with write-ack all and the relay's replica probe: a relay connected there. */
+async function writeAckAllStore(node: SpawnedRedis, prefix: string, graceMs: number): Promise<RedisRoomStore> {
+  const keys = new RedisKeys(prefix);
+  const settings = { url: node.url, tls: false, commandTimeoutMs: 1500, writeAckReplicas: "all" as const };
+  const connections = createRedisConnections(settings);
+  const store = new RedisRoomStore({
+    client: connections.commands,
+    subscriber: connections.subscriber,
+    wakeups: new RedisWakeupBus(connections.subscriber, (code) => keys.wakeChannel(code), undefined, 1500),
+    keyPrefix: prefix,
+    lifetimes: { idleMs: 600_000, maxMs: 600_000 },
+    operationTimeoutMs: 1500,
+    writeAck: { client: connections.acked!, replicas: "all", timeoutMs: 500, graceMs, probe: replicaProbe(settings) },
+    onClose: connections.stop,
+  });
+  for (const deadline = Date.now() + 10_000; connections.acked!.status !== "ready" || !(await store.isReady()); )
+    if (Date.now() > deadline) throw new Error("the store never connected");
+    else await sleep(50);
+  return store;
+}
 
 describe("write-ack all on one master with two replicas (no Sentinel)", () => {
   let master: SpawnedRedis;
@@ -94,42 +99,14 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
   let prefix: string;
   const GRACE_MS = 2000;
   beforeAll(async () => {
-    master = await spawnRedis(["--repl-ping-replica-period", "1"]);
-    replicas = [
-      await spawnRedis(["--replicaof", "127.0.0.1", String(master.port)]),
-      await spawnRedis(["--replicaof", "127.0.0.1", String(master.port)]),
-    ];
+    [master, ...replicas] = await masterWithReplicas();
     for (const deadline = Date.now() + 20_000; (await onlineReplicas(master.port)) < 2; await sleep(100))
       if (Date.now() > deadline) throw new Error("replicas never came online");
     prefix = uniquePrefix();
     store = await storeOn(prefix);
   }, 120_000);
   /** A store with connections of its own on the master: another relay's. */
-  const storeOn = async (prefix: string) => {
-    const keys = new RedisKeys(prefix);
-    const settings = { url: master.url, tls: false, commandTimeoutMs: 1500, writeAckReplicas: "all" as const };
-    const connections = createRedisConnections(settings);
-    const store = new RedisRoomStore({
-      client: connections.commands,
-      subscriber: connections.subscriber,
-      wakeups: new RedisWakeupBus(connections.subscriber, (code) => keys.wakeChannel(code), undefined, 1500),
-      keyPrefix: prefix,
-      lifetimes: { idleMs: 600_000, maxMs: 600_000 },
-      operationTimeoutMs: 1500,
-      writeAck: {
-        client: connections.acked!,
-        replicas: "all",
-        timeoutMs: 500,
-        graceMs: GRACE_MS,
-        probe: replicaProbe(settings),
-      },
-      onClose: connections.stop,
-    });
-    for (const deadline = Date.now() + 10_000; connections.acked!.status !== "ready" || !(await store.isReady()); )
-      if (Date.now() > deadline) throw new Error("the store never connected");
-      else await sleep(50);
-    return store;
-  };
+  const storeOn = (prefix: string) => writeAckAllStore(master, prefix, GRACE_MS);
   afterAll(async () => {
     await store?.close();
     await Promise.all([master, ...(replicas ?? [])].filter(Boolean).map((node) => node.stop("SIGKILL")));
@@ -285,37 +262,12 @@ describe("write-ack all on one master with two replicas (no Sentinel)", () => {
 describe("write-ack all: a failover that Sentinel finishes late (no Sentinel: done by hand)", () => {
   it("the old master and its other replica acknowledge nothing while the promoted replica is a master, so finishing the failover loses nothing", async () => {
     const GRACE_MS = 2000;
-    const master = await spawnRedis(["--repl-ping-replica-period", "1"]);
-    const [promoted, other] = [
-      await spawnRedis(["--replicaof", "127.0.0.1", String(master.port)]),
-      await spawnRedis(["--replicaof", "127.0.0.1", String(master.port)]),
-    ];
+    const [master, promoted, other] = await masterWithReplicas();
     const stores: RedisRoomStore[] = [];
-    /** A store on `node` (write-ack all, the relay's probe): a relay connected there. */
+    /** A store on `node`: a relay connected there. */
     const storeAt = async (node: SpawnedRedis, prefix: string) => {
-      const keys = new RedisKeys(prefix);
-      const settings = { url: node.url, tls: false, commandTimeoutMs: 1500, writeAckReplicas: "all" as const };
-      const connections = createRedisConnections(settings);
-      const store = new RedisRoomStore({
-        client: connections.commands,
-        subscriber: connections.subscriber,
-        wakeups: new RedisWakeupBus(connections.subscriber, (code) => keys.wakeChannel(code), undefined, 1500),
-        keyPrefix: prefix,
-        lifetimes: { idleMs: 600_000, maxMs: 600_000 },
-        operationTimeoutMs: 1500,
-        writeAck: {
-          client: connections.acked!,
-          replicas: "all",
-          timeoutMs: 500,
-          graceMs: GRACE_MS,
-          probe: replicaProbe(settings),
-        },
-        onClose: connections.stop,
-      });
+      const store = await writeAckAllStore(node, prefix, GRACE_MS);
       stores.push(store);
-      for (const deadline = Date.now() + 10_000; connections.acked!.status !== "ready" || !(await store.isReady()); )
-        if (Date.now() > deadline) throw new Error("the store never connected");
-        else await sleep(50);
       return store;
     };
     const linkUp = async (node: SpawnedRedis) =>

@@ -9,7 +9,7 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify, stripVTControlCharacters } from "node:util";
-import { startTarget, type RelayTarget } from "../support/targets";
+import { useTarget } from "../support/targets";
 
 const run = promisify(execFile);
 const CLI = require.resolve("@modelcontextprotocol/conformance/dist/index.js");
@@ -17,16 +17,12 @@ const BASELINE = join(__dirname, "expected-failures.yml");
 const APPLIES = ["server-initialize", "ping", "tools-list", "dns-rebinding-protection"];
 
 describe.each(["memory", "redis"] as const)("the MCP conformance suite on %s", (kind) => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget(kind, { LOG_LEVEL: "silent" });
-  });
-  afterAll(() => target?.close());
+  const target = useTarget(kind, { LOG_LEVEL: "silent" });
 
   it("passes every server scenario that applies, and fails only those in its baseline", async () => {
     // localhost, as an MCP client on this machine names it (the suite's DNS-rebinding check
     // sends Host and Origin for it and for a foreign name).
-    const url = `${target.nodes[0]!.url.replace("127.0.0.1", "localhost")}/mcp`;
+    const url = `${target().nodes[0]!.url.replace("127.0.0.1", "localhost")}/mcp`;
     const output = mkdtempSync(join(tmpdir(), "duet-mcp-conformance-"));
     try {
       const result = await run(

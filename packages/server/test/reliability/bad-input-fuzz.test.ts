@@ -6,7 +6,7 @@ import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import fc from "fast-check";
 import { ENDPOINTS as TABLE_ENDPOINTS, ERRORS, type EndpointSpec, OPERATION_IDS, waits } from "@duet/protocol";
 import type { TestClient } from "../support/http-client";
-import { startTarget, type RelayTarget } from "../support/targets";
+import { useTarget } from "../support/targets";
 
 const RUNS = Number(process.env.DUET_FUZZ_RUNS ?? 300);
 
@@ -191,14 +191,10 @@ function build(request: RequestCase, room: Room) {
 }
 
 describe.each(["process", "memory"] as const)("bad input on %s", (kind) => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget(kind, kind === "process" ? { REDIS_URL: process.env.REDIS_URL! } : {});
-  });
-  afterAll(() => target?.close());
+  const target = useTarget(kind, kind === "process" ? { REDIS_URL: process.env.REDIS_URL! } : {});
 
   it(`${RUNS} generated malformed requests: 5xx 0, crashes 0, every refusal a documented error`, async () => {
-    const client = target.client as TestClient;
+    const client = target().client as TestClient;
     let room = await client.pairedRoom();
     const statuses = new Map<number, number>();
     const problems: string[] = [];
@@ -249,8 +245,9 @@ describe.each(["process", "memory"] as const)("bad input on %s", (kind) => {
       { numRuns: RUNS },
     );
     const health = await client.call("GET", "/healthz");
-    const crashed = target.process ? target.process.exitCode !== null || target.process.signalCode !== null : false;
-    const internalErrors = (target.logs().match(/"msg":"internal error"/g) ?? []).length;
+    const relay = target();
+    const crashed = relay.process ? relay.process.exitCode !== null || relay.process.signalCode !== null : false;
+    const internalErrors = (relay.logs().match(/"msg":"internal error"/g) ?? []).length;
     console.log(
       `FIGURES bad-input ${kind} ${JSON.stringify({ requests: sent, statuses: Object.fromEntries([...statuses].sort()), problems: problems.length, crashed, internalErrors })}`,
     );
@@ -263,23 +260,19 @@ describe.each(["process", "memory"] as const)("bad input on %s", (kind) => {
 });
 
 describe("compressed bodies", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("memory", { LOG_LEVEL: "silent" });
-  });
-  afterAll(() => target?.close());
+  const target = useTarget("memory", { LOG_LEVEL: "silent" });
 
   // Found by the generator above: a body that does not match its Content-Encoding was a 500.
   it.each(["gzip", "br", "deflate"])(
     "%s: a body that does not decompress is 400 bad_request; one that does is read",
     async (encoding) => {
-      const garbage = await target.client.call("POST", "/v1/open", {
+      const garbage = await target().client.call("POST", "/v1/open", {
         rawBody: "{}",
         headers: { "content-encoding": encoding, "content-type": "application/json" },
       });
       expect({ status: garbage.status, error: garbage.body.error }).toEqual({ status: 400, error: "bad_request" });
       const compress = { gzip: gzipSync, br: brotliCompressSync, deflate: deflateSync }[encoding]!;
-      const good = await target.client.call("POST", "/v1/open", {
+      const good = await target().client.call("POST", "/v1/open", {
         rawBody: compress(Buffer.from("{}")),
         headers: { "content-encoding": encoding, "content-type": "application/json" },
       });

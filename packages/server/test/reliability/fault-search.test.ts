@@ -37,7 +37,7 @@ import { ask, spawnSentinelTopology, type SpawnedSentinelTopology } from "@duet/
 import { Redis } from "ioredis";
 import { checkHistory, History } from "../support/history";
 import { Relays } from "../support/relays";
-import { openRooms, runRoomsWorkload } from "../support/workload";
+import { openRooms } from "../support/workload";
 
 const LONG = process.env.DUET_FAULT_SEARCH_FAILOVERS !== undefined;
 /** The long form draws faults until this many failovers (the settled master changed) happened. */
@@ -346,14 +346,7 @@ describe("fault search: write-ack all on Sentinel", () => {
         const deadline = Date.now() + 120_000 + ROUNDS * 90_000;
         const rooms = await openRooms(relays.client, ROOMS, deadline);
         let faultsDone = false;
-        const traffic = runRoomsWorkload(rooms, {
-          // Through the relays as they are now: a restarted one keeps its port.
-          client: relays.client,
-          history,
-          sendGapMs: 40,
-          deadline,
-          stopSending: () => faultsDone,
-        });
+        const traffic = relays.traffic(rooms, history, deadline, () => faultsDone);
         try {
           for (
             let round = 0;

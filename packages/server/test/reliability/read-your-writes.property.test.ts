@@ -12,11 +12,10 @@
 // On every store (in-process, one Redis, three nodes, a Cluster, Sentinel with write-ack),
 // and through a TCP proxy that adds 0, 50 and 300 ms each way between three nodes and Redis.
 import fc from "fast-check";
-import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
 import type { TestClient } from "../support/http-client";
-import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy";
 import { startTarget, type RelayTarget } from "../support/targets";
 import type { TargetKind } from "../support/selection";
+import { ownRedis } from "../support/own-redis";
 
 type Seat = "a" | "b";
 const peerOf = (seat: Seat): Seat => (seat === "a" ? "b" : "a");
@@ -181,19 +180,7 @@ describe("read-your-writes, four concurrent lanes through every node", () => {
 });
 
 describe("read-your-writes through a slow link between three nodes and Redis", () => {
-  let redis: SpawnedRedis;
-  let proxy: TcpProxy;
-  let target: RelayTarget;
-  beforeAll(async () => {
-    redis = await spawnRedis();
-    proxy = await startTcpProxy(redis.port);
-    target = await startTarget("redis-3-nodes", { REDIS_URL: proxy.url, ...LIMITS_OFF });
-  }, 120_000);
-  afterAll(async () => {
-    await target?.close();
-    await proxy?.close();
-    await redis?.stop("SIGKILL");
-  }, 120_000);
+  const own = ownRedis({ kind: "redis-3-nodes", env: LIMITS_OFF, proxy: true, timeoutMs: 120_000 });
 
   it.each([
     [50, 10],
@@ -201,11 +188,11 @@ describe("read-your-writes through a slow link between three nodes and Redis", (
   ])(
     "%i ms each way",
     async (latencyMs, numRuns) => {
-      proxy.setLatency(latencyMs);
+      own.proxy.setLatency(latencyMs);
       try {
-        await check(target, numRuns);
+        await check(own.target, numRuns);
       } finally {
-        proxy.setLatency(0);
+        own.proxy.setLatency(0);
       }
     },
     240_000,

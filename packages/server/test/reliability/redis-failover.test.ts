@@ -28,7 +28,7 @@ import {
 import { RedisKeys } from "../../src/store/redis/keys";
 import { checkHistory, History } from "../support/history";
 import { Relays } from "../support/relays";
-import { median, openRooms, runRoomsWorkload } from "../support/workload";
+import { median, openRooms } from "../support/workload";
 
 const SOAK = process.env.DUET_SOAK === "1";
 const FAILOVERS = Number(process.env.DUET_FAILOVERS ?? (SOAK ? 12 : 2));
@@ -168,13 +168,7 @@ async function runArm(
       for (const room of rooms) slotOf.set(room.code, await keySlot(new RedisKeys(relays.prefix).room(room.code)[0]));
     let faultsDone = false;
     let trafficDone = false;
-    const traffic = runRoomsWorkload(rooms, {
-      client: relays.client,
-      history,
-      sendGapMs: 40,
-      deadline,
-      stopSending: () => faultsDone,
-    }).finally(() => (trafficDone = true));
+    const traffic = relays.traffic(rooms, history, deadline, () => faultsDone).finally(() => (trafficDone = true));
 
     // A failover is recovered from when a send or ack that started after the fault succeeded
     // after the promotion, in a room on the failed shard.

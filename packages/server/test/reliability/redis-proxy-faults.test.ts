@@ -3,42 +3,39 @@
 // back), and every connection reset while sends are in flight.
 import { Redis } from "ioredis";
 import { checkHistory, History, isHung, type Operation } from "../support/history";
-import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
-import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy";
-import { startTarget, type RelayTarget } from "../support/targets";
-import { asClient, median, openRoomWithRetry, percentile, runRoomWorkload } from "../support/workload";
+import { startTarget } from "../support/targets";
+import {
+  asClient,
+  median,
+  openRooms,
+  openRoomWithRetry,
+  percentile,
+  runRoomsWorkload,
+  runRoomWorkload,
+} from "../support/workload";
+import { ownRedis } from "../support/own-redis";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const COMMAND_TIMEOUT_MS = 1000;
 
 describe("faults between the nodes and Redis (TCP proxy)", () => {
-  let redis: SpawnedRedis;
-  let proxy: TcpProxy;
-  let target: RelayTarget;
-
-  beforeEach(async () => {
-    redis = await spawnRedis();
-    proxy = await startTcpProxy(redis.port);
-    // Rate limits on (counted in Redis, as in production), high enough never to refuse:
-    // their Redis calls are on every request's path too.
-    target = await startTarget("redis-3-nodes", {
-      REDIS_URL: proxy.url,
+  // Rate limits on (counted in Redis, as in production), high enough never to refuse:
+  // their Redis calls are on every request's path too.
+  const own = ownRedis({
+    kind: "redis-3-nodes",
+    env: {
       REDIS_COMMAND_TIMEOUT_MS: String(COMMAND_TIMEOUT_MS),
       RATE_LIMIT_REQUESTS: "1000000",
       RATE_LIMIT_ROOMS: "1000000",
-    });
-  });
-  afterEach(async () => {
-    proxy?.resume();
-    await target?.close();
-    await proxy?.close();
-    await redis?.stop("SIGKILL");
+    },
+    proxy: true,
+    each: true,
   });
 
   it("Redis unreachable for 10 s: every request answers 503 or succeeds, none hangs; recovery within 4 s of Redis returning (about 1 s quiet)", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const history = new History();
-    const rooms = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, Date.now() + 10_000)));
+    const rooms = await openRooms(client, 3, Date.now() + 10_000);
     // Recovery is probed in a room of its own, outside the history.
     const probeRoom = await openRoomWithRetry(client, Date.now() + 10_000);
     const blackholeMs = 10_000;
@@ -46,11 +43,14 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     // 30 s); a send the guard cut off is reported unverified, not lost (history.ts).
     const deadline = Date.now() + 150_000;
     // Steady traffic in the rooms, plus a prober doing every kind of call.
-    const traffic = Promise.all(
-      rooms.map((room) =>
-        runRoomWorkload(room, { client, history, messagesPerSeat: 100, recvWaitMs: 1000, sendGapMs: 50, deadline }),
-      ),
-    );
+    const traffic = runRoomsWorkload(rooms, {
+      client,
+      history,
+      messagesPerSeat: 100,
+      recvWaitMs: 1000,
+      sendGapMs: 50,
+      deadline,
+    });
     const probes: Operation[] = [];
     let probing = true;
     const prober = (async () => {
@@ -91,10 +91,10 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     })();
 
     await sleep(1500);
-    proxy.blackhole();
+    own.proxy.blackhole();
     const blackholeStarted = history.now();
     await sleep(blackholeMs);
-    proxy.resume();
+    own.proxy.resume();
     const resumedAt = Date.now();
     const resumedAtHistory = history.now();
     // Recovery: the first send that succeeds after Redis returns, less the time this
@@ -167,14 +167,14 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
   const RESET_MESSAGES = 40;
 
   it("connections reset during sends: a retry with the same key resolves to exactly one id; without a key no send is stored twice", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const history = new History();
     // A guard against a hang, not a bound: the verdict counts messages, and a busy machine
     // only makes the run longer.
     const deadline = Date.now() + 240_000;
-    const keyed = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, deadline)));
-    const unkeyed = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, deadline)));
-    const admin = new Redis(redis.url);
+    const keyed = await openRooms(client, 3, deadline);
+    const unkeyed = await openRooms(client, 3, deadline);
+    const admin = new Redis(own.redis.url);
     // Read as a client would: a 503 (Redis's connection just reset) is retried after Retry-After.
     const statsBefore = (await asClient(() => client.stats())).body;
     let resetting = true;
@@ -182,7 +182,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     const resetter = (async () => {
       while (resetting && resets < 40) {
         await sleep(100 + Math.random() * 150);
-        proxy.resetAll();
+        own.proxy.resetAll();
         resets++;
       }
     })();
@@ -255,8 +255,8 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
   }, 300_000);
 
   it("subscriber connection black-holed: a recv that needs a new subscription still answers within its wait + 2 s", async () => {
-    const { client } = target;
-    const admin = new Redis(redis.url);
+    const { client } = own.target;
+    const admin = new Redis(own.redis.url);
     try {
       const first = await client.pairedRoom();
       const second = await client.pairedRoom();
@@ -269,19 +269,19 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
         if (line) subscriberPort = Number(/ addr=[^ ]+:(\d+) /.exec(line)![1]);
       }
       expect(subscriberPort).toBeDefined();
-      expect(proxy.blackholeConnection(subscriberPort!)).toBe(true);
+      expect(own.proxy.blackholeConnection(subscriberPort!)).toBe(true);
       const started = Date.now();
       const reply = await client
         .recv(second.code, second.b, 1000, { node: 0, signal: AbortSignal.timeout(15_000) })
         .catch((e) => ({ status: 0, body: { error: String(e) } }));
       const tookMs = Date.now() - started;
       console.log(`FIGURES subscriber-blackhole ${JSON.stringify({ status: reply.status, tookMs })}`);
-      proxy.resume();
+      own.proxy.resume();
       await waiting;
       expect([200, 503]).toContain(reply.status);
       expect(tookMs).toBeLessThan(1000 + 2000);
     } finally {
-      proxy.resume();
+      own.proxy.resume();
       admin.disconnect();
     }
   }, 120_000);
@@ -290,13 +290,13 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     // Re-reads by the waiter itself are pushed out of the way (an hour): only the
     // subscriber connection's heartbeat (one PING a second) can notice the dead connection.
     const relay = await startTarget("process", {
-      REDIS_URL: proxy.url,
+      REDIS_URL: own.proxy.url,
       REDIS_COMMAND_TIMEOUT_MS: String(COMMAND_TIMEOUT_MS),
       WAKE_RECHECK_SECONDS: "3600",
       RATE_LIMIT_REQUESTS: "0",
       RATE_LIMIT_ROOMS: "0",
     });
-    const admin = new Redis(redis.url);
+    const admin = new Redis(own.redis.url);
     try {
       const room = await relay.client.pairedRoom();
       const waiting = relay.client.recv(room.code, room.b, 20_000).then((reply) => ({ reply, at: Date.now() }));
@@ -308,7 +308,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       }
       expect(subscriberPort).toBeDefined();
       // Nothing comes back on the subscriber connection from now on, and nothing says so.
-      expect(proxy.blackholeConnection(subscriberPort!)).toBe(true);
+      expect(own.proxy.blackholeConnection(subscriberPort!)).toBe(true);
       const sent = await relay.client.send(room.code, room.a, "through the heartbeat");
       expect(sent.status).toBe(200);
       const sentAt = Date.now();
@@ -321,7 +321,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       // Found by a heartbeat (every 1 s, answered within 1 s), long before the recv's 20 s wait.
       expect(delayMs).toBeLessThan(1000 + COMMAND_TIMEOUT_MS + 3000);
     } finally {
-      proxy.resume();
+      own.proxy.resume();
       admin.disconnect();
       await relay.close();
     }
@@ -333,7 +333,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     // so did the rate-limit store's script load.
     // Rate limits on, as in production: their script loads ride the same flapping connection.
     const relay = await startTarget("process", {
-      REDIS_URL: proxy.url,
+      REDIS_URL: own.proxy.url,
       REDIS_COMMAND_TIMEOUT_MS: "1000",
       WAKE_RECHECK_SECONDS: "2",
       RATE_LIMIT_REQUESTS: "1000000",
@@ -348,7 +348,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       relay.process!.once("exit", (code, signal) => (exit = `${code ?? signal}`));
       for (let i = 0; i < 200 && exit === undefined; i++) {
         await sleep(5 + Math.random() * 50);
-        proxy.resetAll();
+        own.proxy.resetAll();
       }
       await sleep(1000);
       expect(exit).toBeUndefined();
@@ -377,14 +377,12 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
   }, 120_000);
 
   it("latency on the Redis link: 300 ms costs time, not messages; 1,500 ms (over the command timeout) answers 503 fast, then recovers", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const history = new History();
     const deadline = Date.now() + 60_000;
-    const rooms = await Promise.all(Array.from({ length: 3 }, () => openRoomWithRetry(client, deadline)));
-    proxy.setLatency(300);
-    await Promise.all(
-      rooms.map((room) => runRoomWorkload(room, { client, history, messagesPerSeat: 8, recvWaitMs: 1000, deadline })),
-    );
+    const rooms = await openRooms(client, 3, deadline);
+    own.proxy.setLatency(300);
+    await runRoomsWorkload(rooms, { client, history, messagesPerSeat: 8, recvWaitMs: 1000, deadline });
     const slow = checkHistory(history);
     const slowCalls = history.operations.length;
     const slow503 = history.operations.filter((o) => o.status === 503).length;
@@ -392,7 +390,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       .filter((o) => o.kind === "send" && o.outcome === "ok")
       .map((o) => o.endedAt - o.startedAt);
 
-    proxy.setLatency(1500);
+    own.proxy.setLatency(1500);
     // Each probe's time, less the event loop's stalls meanwhile (StallClock in history.ts).
     const probes: { status: number; ms: number }[] = [];
     for (let i = 0; i < 6; i++) {
@@ -401,7 +399,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       const ended = history.now();
       probes.push({ status: reply.status, ms: ended - started - history.stalls.within(started, ended) });
     }
-    proxy.setLatency(0);
+    own.proxy.setLatency(0);
     await sleep(1600); // replies held in the link drain
     let recoveredSend = 0;
     for (let i = 0; i < 20 && recoveredSend !== 200; i++, await sleep(100))

@@ -7,7 +7,7 @@ import { connect, type Socket } from "node:net";
 import { Redis } from "ioredis";
 import { ENDPOINTS, type EndpointSpec, MAX_BODY_BYTES, MAX_TEXT_BYTES, OPERATION_IDS } from "@duet/protocol";
 import { hashSeatToken, mintSeatToken, tokenHashesEqual } from "../../src/store/credentials";
-import { startTarget, type RelayTarget } from "../support/targets";
+import { startTarget, useTarget } from "../support/targets";
 import { median } from "../support/workload";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -34,14 +34,10 @@ async function dumpRedis(url: string, prefix: string): Promise<string> {
 }
 
 describe("a canary token", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("redis", { LOG_LEVEL: "debug", RATE_LIMIT_REQUESTS: "1000", RATE_LIMIT_ROOMS: "100" });
-  });
-  afterAll(() => target?.close());
+  const target = useTarget("redis", { LOG_LEVEL: "debug", RATE_LIMIT_REQUESTS: "1000", RATE_LIMIT_ROOMS: "100" });
 
   it("appears in no log line, /metrics, /v1/stats, error body or answer but its own, and Redis holds only its hash", async () => {
-    const { client, config } = target;
+    const { client, config } = target();
     const room = await client.pairedRoom();
     const other = await client.pairedRoom();
     const canary = room.a;
@@ -85,7 +81,7 @@ describe("a canary token", () => {
     await keep(client.stats());
     const metrics = await client.metrics();
     await sleep(100); // the last log lines land
-    const logs = target.logs();
+    const logs = target().logs();
     expect(logs.length).toBeGreaterThan(1000);
 
     const where: Record<string, string> = {
@@ -244,14 +240,10 @@ describe("CORS and X-Forwarded-For", () => {
 });
 
 describe("limits and slow senders", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("redis", { LOG_LEVEL: "silent" });
-  });
-  afterAll(() => target?.close());
+  const target = useTarget("redis", { LOG_LEVEL: "silent" });
 
   it("headers: 8 KiB accepted; over the server's 16 KiB header limit 431", async () => {
-    const { client } = target;
+    const { client } = target();
     const ok = await client.call("GET", "/v1/stats", { headers: { "x-padding": "p".repeat(8 * 1024) } });
     expect(ok.status).toBe(200);
     const big = await client
@@ -261,7 +253,7 @@ describe("limits and slow senders", () => {
   });
 
   it("text at 2,097,152 UTF-8 bytes is accepted (also as 2-byte characters); one byte more is 400 too_large; a body over 13 MiB is 400 too_large", async () => {
-    const { client } = target;
+    const { client } = target();
     for (const [text, expected] of [
       ["a".repeat(MAX_TEXT_BYTES), 200],
       ["é".repeat(MAX_TEXT_BYTES / 2), 200],
@@ -299,7 +291,7 @@ describe("limits and slow senders", () => {
   }, 120_000);
 
   it("invalid UTF-8 in a body is 400 bad_request on every JSON endpoint", async () => {
-    const { client } = target;
+    const { client } = target();
     const room = await client.pairedRoom();
     const bad = Buffer.concat([
       Buffer.from(`{"code":"${room.code}","text":"`),
@@ -326,7 +318,7 @@ describe("limits and slow senders", () => {
   });
 
   it("the slow-client timeouts are set: headers <= 20 s, request 60 s, checked by the relay every second", () => {
-    for (const node of target.nodes) {
+    for (const node of target().nodes) {
       expect(node.connectionChecks.options.headersTimeoutMs).toBeLessThanOrEqual(20_000);
       expect(node.connectionChecks.options.requestTimeoutMs).toBe(60_000);
       expect(node.connectionChecks.options.intervalMs).toBe(1000);
@@ -337,8 +329,8 @@ describe("limits and slow senders", () => {
   });
 
   it("100 slowloris connections (headers trickled) and 20 trickled bodies do not block other clients", async () => {
-    const { client } = target;
-    const url = new URL(target.nodes[0]!.url);
+    const { client } = target();
+    const url = new URL(target().nodes[0]!.url);
     const sockets: Socket[] = [];
     const open = (preamble: string) => {
       const socket = connect(Number(url.port), url.hostname);
@@ -381,7 +373,7 @@ describe("limits and slow senders", () => {
   // not skipped, so a normal run reports no skipped test).
   if (process.env.DUET_SOAK === "1")
     it("a connection that trickles its headers is closed by the server within headersTimeout + 30 s", async () => {
-      const url = new URL(target.nodes[0]!.url);
+      const url = new URL(target().nodes[0]!.url);
       const socket = connect(Number(url.port), url.hostname);
       let closedAt = 0;
       socket.on("close", () => (closedAt = Date.now())).on("error", () => undefined);

@@ -1,16 +1,6 @@
-// The subscriber connection killed over and over (CLIENT KILL TYPE pubsub in a loop) while
-// recvs wait on three nodes and sends land on other nodes: every message is delivered to the
-// recv that was waiting for it, never to one issued after that recv waited out its whole wait,
-// although the waiters' own re-read (WAKE_RECHECK_SECONDS) is pushed out to an hour: a
-// reconnect re-reads every waiter at once, so no periodic re-read is needed for a lost
-// wake-up. The verdict counts events (a waiting recv that came back empty), not time: the
-// delays from a send's answer to its recv's answer are figures, and on a busy machine they
-// grow without changing it.
-import { Redis } from "ioredis";
 import { MAX_WAIT_MS } from "@duet/protocol";
-import { spawnRedis, type SpawnedRedis } from "@duet/testkit";
-import { startTarget, type RelayTarget } from "../support/targets";
 import { median, percentile } from "../support/workload";
+import { ownRedis } from "../support/own-redis";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const RECHECK_SECONDS = 3600;
@@ -20,25 +10,10 @@ const RECV_WAIT_MS = MAX_WAIT_MS;
 const SOAK = process.env.DUET_SOAK === "1";
 
 describe("subscriber connection killed repeatedly", () => {
-  let redis: SpawnedRedis;
-  let target: RelayTarget;
-  let admin: Redis;
-  beforeAll(async () => {
-    redis = await spawnRedis();
-    target = await startTarget("redis-3-nodes", {
-      REDIS_URL: redis.url,
-      WAKE_RECHECK_SECONDS: String(RECHECK_SECONDS),
-    });
-    admin = new Redis(redis.url);
-  });
-  afterAll(async () => {
-    admin?.disconnect();
-    await target?.close();
-    await redis?.stop("SIGKILL");
-  });
+  const own = ownRedis({ kind: "redis-3-nodes", env: { WAKE_RECHECK_SECONDS: String(RECHECK_SECONDS) } });
 
   it("delivers 100% of messages, each to the recv waiting for it, with no periodic re-read", async () => {
-    const { client } = target;
+    const { client } = own.target;
     const ROOMS = SOAK ? 60 : 20;
     const ROUNDS = SOAK ? 50 : 10;
     const rooms = await Promise.all(Array.from({ length: ROOMS }, () => client.pairedRoom()));
@@ -47,7 +22,7 @@ describe("subscriber connection killed repeatedly", () => {
     const killer = (async () => {
       while (killing) {
         await sleep(100 + Math.random() * 300);
-        kills += Number(await admin.call("CLIENT", "KILL", "TYPE", "pubsub"));
+        kills += Number(await own.admin.call("CLIENT", "KILL", "TYPE", "pubsub"));
       }
     })();
 

@@ -5,8 +5,10 @@ import { Writable } from "node:stream";
 import { loadConfig, type Config } from "../../src/config";
 import { createLogger } from "../../src/logger";
 import { startRelay, type RunningRelay } from "../../src/relay";
+import type { History } from "./history";
 import { TestClient } from "./http-client";
 import { uniquePrefix, waitUntilReady } from "./targets";
+import { type Room, runRoomsWorkload } from "./workload";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -63,6 +65,15 @@ export class Relays {
       }
     }
     await waitUntilReady(this.nodes[i]!.url);
+  }
+
+  /**
+   * Traffic in every room through these relays (through them as they are now: a restarted
+   * one keeps its port): each seat sends a message every 40 ms until `stopSending`, and
+   * every call goes to `history`.
+   */
+  traffic(rooms: Room[], history: History, deadline: number, stopSending: () => boolean) {
+    return runRoomsWorkload(rooms, { client: this.client, history, sendGapMs: 40, deadline, stopSending });
   }
 
   close = async () => void (await Promise.all(this.nodes.map((node) => node.shutdown())));

@@ -199,15 +199,23 @@ export function forEachTarget(
   options: { kinds?: TargetKind[]; env?: Record<string, string> } = {},
 ) {
   describe.each(options.kinds ?? BEHAVIOUR_TARGETS)("on %s", (kind) => {
-    let target: RelayTarget | undefined;
     // Starting a target is not what is tested: its bound guards a relay that never starts
     // (the process's own guard is testkit's spawnRelay), it measures nothing.
-    beforeAll(async () => {
-      target = await startTarget(kind, options.env);
-    }, TARGET_START_MS);
-    afterAll(async () => {
-      await target?.close();
-    }, TARGET_START_MS);
-    body(() => target!);
+    body(useTarget(kind, options.env, TARGET_START_MS));
   });
+}
+
+/**
+ * A target of the calling describe's own: started before its tests, closed after them.
+ * `timeoutMs` bounds each hook (jest's default when not given).
+ */
+export function useTarget(kind: TargetKind, env?: Record<string, string>, timeoutMs?: number): () => RelayTarget {
+  let target: RelayTarget | undefined;
+  beforeAll(async () => {
+    target = await startTarget(kind, env);
+  }, timeoutMs);
+  afterAll(async () => {
+    await target?.close();
+  }, timeoutMs);
+  return () => target!;
 }
