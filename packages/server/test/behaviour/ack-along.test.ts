@@ -3,7 +3,7 @@
 // exactly as POST /v1/ack would, before the call reads, waits or sends; a refused send keeps
 // the ack. Consecutive calls go to different nodes on the multi-node targets. Every target.
 import { MAX_ACK_IDS } from "@duet/protocol";
-import { forEachTarget } from "../support/targets";
+import { forEachTarget, pairedRoomOn } from "../support/targets";
 import type { TestClient } from "../support/http-client";
 import { until, waitingOn } from "../support/waiting";
 import { openStream } from "../support/stream-client";
@@ -19,10 +19,8 @@ const sendAcking = (client: TestClient, code: string, token: string, text: strin
 
 forEachTarget((target) => {
   it("recv with ack=<ids> acks them before it reads: the answer holds the rest, and the sender's unread drops them", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
-    const ids: string[] = [];
-    for (const text of ["one", "two", "three"]) ids.push((await client.send(room.code, room.a, text)).body.id);
+    const { client, room } = await pairedRoomOn(target);
+    const ids = await client.sendEach(room.code, room.a, ["one", "two", "three"]);
     const first = await recvAcking(client, room.code, room.b, "");
     // An empty list is no list: a bad request, nothing acked.
     expect([first.status, first.body.error]).toEqual([400, "bad_request"]);
@@ -40,8 +38,7 @@ forEachTarget((target) => {
   });
 
   it("a waiting recv acks before it waits: the sender's until_read wait answers while the recv still waits", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const id = (await client.send(room.code, room.a, "read me")).body.id;
     const before = await waitingOn(client, 0);
     const read = client.call("GET", "/v1/status", {
@@ -59,8 +56,7 @@ forEachTarget((target) => {
   });
 
   it("send with ack acks the messages it answers first: the receipt reaches the sender's stream, and frees a full mailbox", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const stream = await openStream(client, room.code, room.a, { format: "ndjson", node: 0 });
     try {
       // A fills the mailbox: a plain reply from B would be refused mailbox_full.
@@ -80,8 +76,7 @@ forEachTarget((target) => {
   });
 
   it("a send refused after its ack keeps the ack (a retry is safe); a malformed ack refuses the send before anything", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const [q1, q2] = [
       (await client.send(room.code, room.a, "q1")).body.id,
       (await client.send(room.code, room.a, "q2")).body.id,
@@ -104,8 +99,7 @@ forEachTarget((target) => {
   });
 
   it("an ack with a wrong token or on an ended room is refused like the call itself, and acks nothing", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const id = (await client.send(room.code, room.a, "q")).body.id;
     const wrong = await recvAcking(client, room.code, "not-a-token", id);
     expect([wrong.status, wrong.body.error]).toEqual([401, "unauthorized"]);

@@ -8,7 +8,7 @@ import {
   MAX_TEXT_BYTES,
   OPERATION_IDS,
 } from "@duet/protocol";
-import { forEachTarget, PARSER_TARGETS, type RelayTarget } from "../support/targets";
+import { forEachTarget, PARSER_TARGETS, type RelayTarget, pairedRoomOn } from "../support/targets";
 
 /** A send whose body is sent as is, declared JSON. */
 const sendRaw = (target: RelayTarget, token: string, raw: string | Buffer) =>
@@ -24,8 +24,7 @@ const expectError = (reply: { status: number; body: any }, status: number, error
 forEachTarget((target) => {
   describe("authentication", () => {
     it("a missing or malformed Authorization header is 401 unauthorized", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       expectError(await client.call("GET", "/v1/status", { query: { code: room.code } }), 401, "unauthorized");
       for (const header of ["Basic abc", "Bearer", "Bearer ", `Token ${room.a}`]) {
         expectError(
@@ -37,8 +36,7 @@ forEachTarget((target) => {
     });
 
     it("accepts the bearer scheme in any case", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       for (const scheme of ["bearer", "BEARER", "Bearer"]) {
         const reply = await client.call("GET", "/v1/status", {
           query: { code: room.code },
@@ -49,8 +47,7 @@ forEachTarget((target) => {
     });
 
     it("a wrong token, or another room's token, is 401 on an existing room", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const other = await client.pairedRoom();
       expectError(await client.status(room.code, "not-a-real-token"), 401, "unauthorized");
       expectError(await client.status(room.code, other.a), 401, "unauthorized");
@@ -62,8 +59,7 @@ forEachTarget((target) => {
     });
 
     it("a token used on an unknown code is 404", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       expectError(await client.status("zzzz-zzzz-zzz0", room.a), 404, "not_found");
     });
   });
@@ -115,8 +111,7 @@ forEachTarget((target) => {
 
   describe("query parameters", () => {
     it("a wait outside 0..25000 or not an integer is 400 bad_request", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       for (const wait of ["-1", "25001", "1.5", "abc", "", "1e3"]) {
         expectError(
           await client.call("GET", "/v1/recv", { query: { code: room.code, wait }, token: room.a }),
@@ -136,8 +131,7 @@ forEachTarget((target) => {
     });
 
     it("a missing or malformed code is 400 bad_request; a repeated parameter too", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       expectError(await client.call("GET", "/v1/status", { token: room.a }), 400, "bad_request");
       expectError(
         await client.call("GET", "/v1/status", { query: { code: "nope" }, token: room.a }),
@@ -242,8 +236,7 @@ forEachTarget(
       });
 
       it("a body that is not an object, or fields of the wrong type, is 400 bad_request", async () => {
-        const { client } = target();
-        const room = await client.pairedRoom();
+        const { client, room } = await pairedRoomOn(target);
         for (const body of [[], "text", 42, null])
           expectError(await client.call("POST", "/v1/join", { body }), 400, "bad_request");
         expectError(await client.call("POST", "/v1/join", { body: { code: 12 } }), 400, "bad_request");
@@ -293,8 +286,7 @@ forEachTarget(
       });
 
       it("invalid UTF-8 is 400 bad_request, never silently replaced", async () => {
-        const { client } = target();
-        const room = await client.pairedRoom();
+        const { client, room } = await pairedRoomOn(target);
         const raw = Buffer.concat([
           Buffer.from(`{"code":"${room.code}","text":"bad `),
           Buffer.from([0xff, 0xfe]),
@@ -305,15 +297,13 @@ forEachTarget(
       });
 
       it("a lone surrogate escape is 400 bad_request (it has no UTF-8 form)", async () => {
-        const { client } = target();
-        const room = await client.pairedRoom();
+        const { room } = await pairedRoomOn(target);
         const raw = `{"code":"${room.code}","text":"half \\ud800 a pair"}`;
         expectError(await sendRaw(target(), room.a, raw), 400, "bad_request");
       });
 
       it(`a body over ${MAX_BODY_BYTES} bytes is 400 too_large`, async () => {
-        const { client } = target();
-        const room = await client.pairedRoom();
+        const { room } = await pairedRoomOn(target);
         const raw = `{"code":"${room.code}","text":"${"x".repeat(MAX_BODY_BYTES)}"}`;
         expectError(await sendRaw(target(), room.a, raw), 400, "too_large");
       });
@@ -343,8 +333,7 @@ forEachTarget(
       });
 
       it(`nesting deeper than ${MAX_BODY_DEPTH}, and an array of millions of ids, are 400 bad_request`, async () => {
-        const { client } = target();
-        const room = await client.pairedRoom();
+        const { client, room } = await pairedRoomOn(target);
         const deep = `${"[".repeat(1_000_000)}${"]".repeat(1_000_000)}`;
         expectError(await client.call("POST", "/v1/open", { rawBody: deep }), 400, "bad_request");
         const ids = `{"code":"${room.code}","ids":[${'"1",'.repeat(1_000_000)}"1"]}`;
@@ -362,8 +351,7 @@ forEachTarget(
       });
 
       it("a field named twice, at any depth and however escaped, is 400 bad_request naming it, before any other check", async () => {
-        const { client } = target();
-        const room = await client.pairedRoom();
+        const { client, room } = await pairedRoomOn(target);
         // Before the token check (no token here), as every refusal of the body's shape.
         const join = await client.call("POST", "/v1/join", { rawBody: `{"code":"${room.code}","code":"y"}` });
         expectError(join, 400, "bad_request");
@@ -393,8 +381,7 @@ forEachTarget(
       });
 
       it("a text or a field name longer than any legal text is refused as such, in a short answer", async () => {
-        const { client } = target();
-        const room = await client.pairedRoom();
+        const { client, room } = await pairedRoomOn(target);
         const name = await client.call("POST", "/v1/open", { rawBody: `{"${"k".repeat(3 * MAX_TEXT_BYTES)}":1}` });
         expectError(name, 400, "bad_request");
         expect(name.text.length).toBeLessThan(200);

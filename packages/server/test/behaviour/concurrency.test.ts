@@ -1,11 +1,10 @@
 // Races the atomic scripts must win: simultaneous sends into an empty room and
 // simultaneous joins of one room.
-import { forEachTarget } from "../support/targets";
+import { forEachTarget, pairedRoomOn } from "../support/targets";
 
 forEachTarget((target) => {
   it("50 simultaneous sends into an empty room accept exactly 8 and refuse 42 with mailbox_full", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const replies = await Promise.all(
       Array.from({ length: 50 }, (_, i) => client.send(room.code, i % 2 ? room.a : room.b, `race ${i}`)),
     );
@@ -26,8 +25,7 @@ forEachTarget((target) => {
   });
 
   it("the same idempotency key sent 20 times at once stores one message", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const replies = await Promise.all(
       Array.from({ length: 20 }, () => client.send(room.code, room.a, "once", "same-key")),
     );

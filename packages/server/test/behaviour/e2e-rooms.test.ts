@@ -3,7 +3,7 @@
 // has the key, so these tests use random envelopes of the right shape.
 import { randomBytes } from "node:crypto";
 import { E2E_OPENSSL_RECIPE, MAX_TEXT_BYTES } from "@duet/protocol";
-import { forEachTarget } from "../support/targets";
+import { forEachTarget, pairedRoomOn } from "../support/targets";
 
 /** An envelope-shaped text whose ciphertext is `bytes` random bytes. */
 const envelope = (bytes = 24) =>
@@ -47,8 +47,7 @@ forEachTarget((target) => {
     });
 
     it("plain rooms answer as before, with no e2e field", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       expect(room.opened).not.toHaveProperty("e2e");
       expect((await client.status(room.code, room.b)).body).not.toHaveProperty("e2e");
       const explicit = await client.open({ body: { e2e: false } });
@@ -96,8 +95,7 @@ forEachTarget((target) => {
     });
 
     it("a plain room accepts envelope-shaped and plain text alike", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       expect((await client.send(room.code, room.a, envelope())).status).toBe(200);
       expect((await client.send(room.code, room.a, "plain")).status).toBe(200);
     });

@@ -7,7 +7,7 @@
 // On the in-process store only: this is the HTTP server's behaviour, the same on every store,
 // and the stall must be the relay's own event loop (it runs in this process).
 import { connect, type Socket } from "node:net";
-import { forEachTarget } from "../support/targets";
+import { forEachTarget, pairedRoomOn } from "../support/targets";
 
 const HEADERS_TIMEOUT_MS = 1000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -63,8 +63,7 @@ forEachTarget(
     });
 
     it("a long-poll is held for its whole wait, past the headers timeout, on a kept-alive connection", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       for (let i = 0; i < 2; i++) {
         const reply = await client.recv(room.code, room.b, HEADERS_TIMEOUT_MS * 2.5);
         expect(reply.status).toBe(200);
@@ -102,8 +101,7 @@ forEachTarget(
     });
 
     it("a request whose body trickles gets 408 request_timeout once the request timeout passes", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { room } = await pairedRoomOn(target);
       const slow = await rawConnection(target().nodes[0]!.url);
       slow.socket.write(
         `POST /v1/send HTTP/1.1\r\nHost: x\r\nUser-Agent: duet/0.1\r\nAuthorization: Bearer ${room.a}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"code":"${room.code}","text":"`,

@@ -2,7 +2,7 @@
 // every store, bytes in all on the in-process store (MEMORY_STORE_MAX_BYTES), and a full
 // Redis (maxmemory, noeviction) refuses writes with a JSON 503 while reads go on.
 import { spawnRedis } from "@duet/testkit";
-import { forEachTarget, startTarget, type RelayTarget, useTarget } from "../support/targets";
+import { forEachTarget, startTarget, type RelayTarget, useTarget, pairedRoomOn } from "../support/targets";
 
 /** Two clients behind one trusted proxy: each X-Forwarded-For is an address of its own. */
 const as = (address: string) => ({ headers: { "x-forwarded-for": address } });
@@ -39,8 +39,7 @@ describe("the in-process store's total budget (MEMORY_STORE_MAX_BYTES)", () => {
   const target = useTarget("memory", { MEMORY_STORE_MAX_BYTES: String(1024 * 1024), LOG_LEVEL: "silent" });
 
   it("refuses a send past it with 507 insufficient_storage and Retry-After, and takes it again once text is acked", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const text = (n: number) => `${n}`.padEnd(400_000, "x");
     expect((await client.send(room.code, room.a, text(1), "k1")).status).toBe(200);
     expect((await client.send(room.code, room.a, text(2), "k2")).status).toBe(200);

@@ -1,16 +1,13 @@
 // Messages: send, recv (never consumes), ack (deletes), idempotency and the mailbox limits
 // (docs/protocol.md §6 "Messages", §7 "Idempotency", §8 "Limits").
 import { MAX_PENDING_BYTES, MAX_TEXT_BYTES } from "@duet/protocol";
-import { forEachTarget } from "../support/targets";
+import { forEachTarget, pairedRoomOn } from "../support/targets";
 
 forEachTarget((target) => {
   describe("send and recv", () => {
     it("delivers text to the peer with id, from and text, oldest first", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
-      const ids: string[] = [];
-      for (const text of ["first", "second ✓", "third 🎉"])
-        ids.push((await client.send(room.code, room.a, text)).body.id);
+      const { client, room } = await pairedRoomOn(target);
+      const ids = await client.sendEach(room.code, room.a, ["first", "second ✓", "third 🎉"]);
       expect(new Set(ids).size).toBe(3);
       const received = await client.recv(room.code, room.b, 0);
       expect(received.status).toBe(200);
@@ -25,8 +22,7 @@ forEachTarget((target) => {
     });
 
     it("mints ids of digits that increase in the order sent, across both seats and acks (docs/protocol.md §2; lost writes: integration/lost-writes)", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const ids: string[] = [];
       for (let i = 0; i < 6; i++) {
         const sender = i % 2 === 0 ? room.a : room.b;
@@ -51,8 +47,7 @@ forEachTarget((target) => {
     });
 
     it("recv does not consume: the same messages come back until acked", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       await client.send(room.code, room.b, "stay");
       const first = await client.recv(room.code, room.a, 0);
       const second = await client.recv(room.code, room.a, 0);
@@ -61,8 +56,7 @@ forEachTarget((target) => {
     });
 
     it("keeps text exactly: control characters, quotes, every plane of Unicode", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const text = 'line1\nline2\t"quoted" \\ \u0000\u0001 \u2028 é 中文 𝄞 😀';
       await client.send(room.code, room.a, text);
       expect((await client.recv(room.code, room.b, 0)).body.messages[0].text).toBe(text);
@@ -71,8 +65,7 @@ forEachTarget((target) => {
     // The in-process store once dropped a leading U+FEFF (its Lua VM decoded strings as a
     // file, BOM stripped): each text here must come back as sent, on every store.
     it("keeps a leading U+FEFF, NULs and 4-byte characters at either end, and a 2 MiB text that starts with U+FEFF", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const texts = [
         "\ufeffbom first",
         "\ufeff",
@@ -102,8 +95,7 @@ forEachTarget((target) => {
     });
 
     it("refuses empty text with 400 bad_request", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const reply = await client.send(room.code, room.a, "");
       expect(reply.status).toBe(400);
       expect(reply.body.error).toBe("bad_request");
@@ -112,8 +104,7 @@ forEachTarget((target) => {
 
   describe("ack", () => {
     it("deletes the listed messages and answers ok with the number deleted", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const one = (await client.send(room.code, room.a, "one")).body.id;
       const two = (await client.send(room.code, room.a, "two")).body.id;
       const acked = await client.ack(room.code, room.b, [one]);
@@ -124,8 +115,7 @@ forEachTarget((target) => {
     });
 
     it("is idempotent: unknown, repeated and already-acked ids are ignored", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const id = (await client.send(room.code, room.a, "once")).body.id;
       expect((await client.ack(room.code, room.b, [id, id, "999999999"])).body).toEqual({ ok: true, acked: 1 });
       expect((await client.ack(room.code, room.b, [id])).body).toEqual({ ok: true, acked: 0 });
@@ -133,8 +123,7 @@ forEachTarget((target) => {
     });
 
     it("only deletes messages addressed to the caller", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const toB = (await client.send(room.code, room.a, "for b")).body.id;
       expect((await client.ack(room.code, room.a, [toB])).body).toEqual({ ok: true, acked: 0 });
       expect((await client.recv(room.code, room.b, 0)).body.messages).toHaveLength(1);
@@ -143,8 +132,7 @@ forEachTarget((target) => {
 
   describe("idempotency_key", () => {
     it("the same key and text return the same id and store nothing new, even after ack", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const first = await client.send(room.code, room.a, "retry me", "key-1");
       const again = await client.send(room.code, room.a, "retry me", "key-1");
       expect(again.status).toBe(200);
@@ -157,8 +145,7 @@ forEachTarget((target) => {
     });
 
     it("the same key with a different text is 409 idempotency_conflict", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       await client.send(room.code, room.a, "original", "key-2");
       const conflict = await client.send(room.code, room.a, "changed", "key-2");
       expect(conflict.status).toBe(409);
@@ -166,8 +153,7 @@ forEachTarget((target) => {
     });
 
     it("is scoped to the sender's seat: the peer may use the same key", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const fromA = await client.send(room.code, room.a, "same", "shared-key");
       const fromB = await client.send(room.code, room.b, "same", "shared-key");
       expect(fromB.status).toBe(200);
@@ -178,8 +164,7 @@ forEachTarget((target) => {
     });
 
     it("a refused send leaves no record, so its retry may succeed", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const ids: string[] = [];
       for (let i = 0; i < 8; i++) ids.push((await client.send(room.code, room.a, `m${i}`)).body.id);
       const refused = await client.send(room.code, room.a, "ninth", "key-9");
@@ -190,8 +175,7 @@ forEachTarget((target) => {
     });
 
     it("accepts 1 to 128 visible ASCII characters and refuses anything else with 400", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       expect((await client.send(room.code, room.a, "x", "!")).status).toBe(200);
       expect((await client.send(room.code, room.a, "y", "~".repeat(128))).status).toBe(200);
       for (const bad of ["", "a".repeat(129), "has space", "tab\there", "é"]) {
@@ -204,8 +188,7 @@ forEachTarget((target) => {
 
   describe("limits", () => {
     it(`accepts a text of exactly ${MAX_TEXT_BYTES} UTF-8 bytes and refuses one byte more with 400 too_large`, async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const exact = "é".repeat(MAX_TEXT_BYTES / 2); // 2 bytes each
       const accepted = await client.send(room.code, room.a, exact);
       expect(accepted.status).toBe(200);
@@ -218,16 +201,14 @@ forEachTarget((target) => {
     });
 
     it("counts bytes after JSON parsing: an escaped text of 2 MiB fits the body limit", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const text = "\u0001".repeat(MAX_TEXT_BYTES); // 6 bytes of JSON per character
       const sent = await client.send(room.code, room.a, text);
       expect(sent.status).toBe(200);
     });
 
     it("holds at most 8 unacked messages room-wide (both directions); the 9th is 429 mailbox_full", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       for (let i = 0; i < 5; i++) expect((await client.send(room.code, room.a, `a${i}`)).status).toBe(200);
       for (let i = 0; i < 3; i++) expect((await client.send(room.code, room.b, `b${i}`)).status).toBe(200);
       for (const seat of [room.a, room.b]) {
@@ -242,8 +223,7 @@ forEachTarget((target) => {
     });
 
     it(`holds at most ${MAX_PENDING_BYTES} unacked bytes room-wide`, async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const half = "x".repeat(MAX_PENDING_BYTES / 2);
       const first = (await client.send(room.code, room.a, half)).body.id;
       expect((await client.send(room.code, room.b, half)).status).toBe(200); // exactly full

@@ -1,7 +1,7 @@
 // /metrics: Prometheus text whose counters follow a scripted exchange, and which never
 // holds a room code, a token or a text; served on the metrics listener only (METRICS_PORT),
 // never on the public port, and rendered at most once per METRICS_CACHE_MS.
-import { PARSER_TARGETS, forEachTarget } from "../support/targets";
+import { PARSER_TARGETS, forEachTarget, pairedRoomOn } from "../support/targets";
 import { holdRecv } from "../support/workload";
 
 /** Sum of a sample over every node, e.g. sample(texts, 'duet_rooms_opened_total'). */
@@ -55,8 +55,7 @@ forEachTarget((target) => {
   });
 
   it("shows waiting recvs while they wait", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const abort = new AbortController();
     // Waiting as a client does: a recv the loaded node shed with a 503 is asked again.
     const failed: string[] = [];

@@ -1,7 +1,7 @@
 // The endpoints that need no token: the recipe, the OpenAPI document, the join page,
 // health and readiness.
 import { ENDPOINTS, ERROR_CODES, OPERATION_IDS } from "@duet/protocol";
-import { forEachTarget } from "../support/targets";
+import { forEachTarget, pairedRoomOn } from "../support/targets";
 
 forEachTarget((target) => {
   it("GET /v1/api is the markdown recipe: flow, examples, every error, limits and the safety rules", async () => {
@@ -50,8 +50,7 @@ forEachTarget((target) => {
   });
 
   it("GET /v1/stats: JSON for machines, and for a browser the same figures as a page that reloads itself", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     await client.send(room.code, room.a, "x".repeat(1500));
     const json = await client.call("GET", "/v1/stats");
     for (const accept of [undefined, "*/*", "application/json", "application/json, text/html;q=0.9"]) {

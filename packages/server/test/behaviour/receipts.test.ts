@@ -2,7 +2,7 @@
 // sender learns it from status's `unread`, from a status wait with until_read, and from a
 // `read` event on its stream, wherever the ack lands (consecutive calls go to different
 // nodes on the multi-node targets). Every target.
-import { forEachTarget } from "../support/targets";
+import { forEachTarget, pairedRoomOn } from "../support/targets";
 import type { TestClient } from "../support/http-client";
 import { until, waitingOn } from "../support/waiting";
 import { openStream } from "../support/stream-client";
@@ -12,10 +12,8 @@ const statusUntilRead = (client: TestClient, code: string, token: string, id: st
 
 forEachTarget((target) => {
   it("status lists the caller's unread ids oldest first, pending_out is their number, and an ack removes them", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
-    const ids: string[] = [];
-    for (const text of ["one", "two", "three"]) ids.push((await client.send(room.code, room.a, text)).body.id);
+    const { client, room } = await pairedRoomOn(target);
+    const ids = await client.sendEach(room.code, room.a, ["one", "two", "three"]);
     const fromB = (await client.send(room.code, room.b, "from b")).body.id;
     expect((await client.status(room.code, room.a)).body).toMatchObject({ pending_out: 3, pending_in: 1, unread: ids });
     expect((await client.status(room.code, room.b)).body).toMatchObject({ pending_out: 1, unread: [fromB] });
@@ -29,8 +27,7 @@ forEachTarget((target) => {
   });
 
   it("a status wait with until_read is woken by the peer's ack on another node, and answers read", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const id = (await client.send(room.code, room.a, "please read")).body.id;
     const before = await waitingOn(client, 1);
     const waiting = statusUntilRead(client, room.code, room.a, id, 15_000, 1);
@@ -44,8 +41,7 @@ forEachTarget((target) => {
   });
 
   it("until_read answers at once when nothing up to the id is unread; later unread ids do not hold it", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const first = (await client.send(room.code, room.a, "first")).body.id;
     const second = (await client.send(room.code, room.a, "second")).body.id;
     await client.ack(room.code, room.b, [first]);
@@ -58,8 +54,7 @@ forEachTarget((target) => {
   });
 
   it("until_read that runs out answers 200 with the current status: the id still unread", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const id = (await client.send(room.code, room.a, "nobody reads this")).body.id;
     const answer = await statusUntilRead(client, room.code, room.a, id, 300);
     expect(answer.status).toBe(200);
@@ -67,8 +62,7 @@ forEachTarget((target) => {
   });
 
   it("a status wait with until_read gets 404 with how the room ended when the peer closes it", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const id = (await client.send(room.code, room.a, "unread when closed")).body.id;
     const before = await waitingOn(client, 0);
     const waiting = statusUntilRead(client, room.code, room.a, id, 15_000, 0);
@@ -85,8 +79,7 @@ forEachTarget((target) => {
   });
 
   it("until_read must be a message id: 1 to 15 digits, else 400", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     for (const bad of ["abc", "-1", "1.5", "1234567890123456", ""]) {
       const answer = await statusUntilRead(client, room.code, room.a, bad, 0);
       expect([answer.status, answer.body.error, bad]).toEqual([400, "bad_request", bad]);
@@ -95,8 +88,7 @@ forEachTarget((target) => {
   });
 
   it("the sender's stream gets one `read` event per ack naming the ids it deleted, oldest first, without an id: line (Last-Event-ID stays the last message's)", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const stream = await openStream(client, room.code, room.a, { node: 0 });
     try {
       const ids: string[] = [];

@@ -3,8 +3,8 @@
 // gets the bare 404 they always got. And the waiting status that `duet wait` uses.
 import { randomBytes } from "node:crypto";
 import { ERRORS } from "@duet/protocol";
-import type { Reply } from "../support/http-client";
-import { TIMED_TARGETS, forEachTarget, type RelayTarget } from "../support/targets";
+import type { Reply, TestClient } from "../support/http-client";
+import { forEachTarget, forEachTimedTarget, pairedRoomOn, type RelayTarget } from "../support/targets";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -38,8 +38,7 @@ function expectBare404(reply: Reply): void {
 describe("how a room ended", () => {
   forEachTarget((target) => {
     it("closed with everything read: both seats learn who closed it, on every call", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const id = (await client.send(room.code, room.a, "hello")).body.id;
       expect((await client.recv(room.code, room.b, 0)).body.messages).toHaveLength(1);
       await client.ack(room.code, room.b, [id]);
@@ -57,8 +56,7 @@ describe("how a room ended", () => {
     });
 
     it("a recv waiting when the peer closes gets the reason", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const waiting = client.recv(room.code, room.b, 20_000);
       await sleep(200);
       expect((await client.close(room.code, room.a)).status).toBe(200);
@@ -67,8 +65,7 @@ describe("how a room ended", () => {
     });
 
     it("closed with force: how many unacked messages were abandoned, in each direction, from each seat's side", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       await client.send(room.code, room.a, "one");
       await client.send(room.code, room.a, "two");
       await client.send(room.code, room.b, "three");
@@ -85,8 +82,7 @@ describe("how a room ended", () => {
     });
 
     it("a force close that found nothing unread is a plain close", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       expect((await client.close(room.code, room.b, true)).status).toBe(200);
       expectEnded(await client.status(room.code, room.a), { reason: "closed", by: "b" });
     });
@@ -120,8 +116,7 @@ describe("how a room ended", () => {
     });
 
     it("is for members only: a stranger's token, another room's token or a join gets the bare 404", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const other = await client.pairedRoom();
       expect((await client.close(room.code, room.a)).status).toBe(200);
       const stranger = randomBytes(32).toString("base64url");
@@ -137,75 +132,61 @@ describe("how a room ended", () => {
 
 describe("how a room ended: expiry", () => {
   describe("idle", () => {
-    forEachTarget(
-      (target) => {
-        it("a room nobody used for its idle lifetime says it expired idle", async () => {
-          const { client } = target();
-          const room = await client.pairedRoom();
-          await sleep(2300);
-          for (const token of [room.a, room.b]) {
-            for (const reply of await Promise.all(everyCall(target(), room.code, token)))
-              expectEnded(reply, { reason: "idle_timeout" });
-          }
-          expectBare404(await client.status(room.code, randomBytes(32).toString("base64url")));
-        });
+    forEachTimedTarget({ ROOM_IDLE_SECONDS: "2", ROOM_MAX_SECONDS: "60" }, (target) => {
+      it("a room nobody used for its idle lifetime says it expired idle", async () => {
+        const { client, room } = await pairedRoomOn(target);
+        await sleep(2300);
+        for (const token of [room.a, room.b]) {
+          for (const reply of await Promise.all(everyCall(target(), room.code, token)))
+            expectEnded(reply, { reason: "idle_timeout" });
+        }
+        expectBare404(await client.status(room.code, randomBytes(32).toString("base64url")));
+      });
 
-        it("a recv waiting through the idle deadline gets the reason", async () => {
-          const { client } = target();
-          const room = await client.pairedRoom();
-          expectEnded(await client.recv(room.code, room.a, 20_000), { reason: "idle_timeout" });
-        });
-      },
-      { env: { ROOM_IDLE_SECONDS: "2", ROOM_MAX_SECONDS: "60" }, kinds: TIMED_TARGETS },
-    );
+      it("a recv waiting through the idle deadline gets the reason", async () => {
+        const { client, room } = await pairedRoomOn(target);
+        expectEnded(await client.recv(room.code, room.a, 20_000), { reason: "idle_timeout" });
+      });
+    });
   });
 
   describe("hard cap", () => {
-    forEachTarget(
-      (target) => {
-        it("a room kept busy until its hard cap says it reached the cap", async () => {
-          const { client } = target();
-          const room = await client.pairedRoom();
-          let reply = await client.status(room.code, room.a);
-          for (
-            const deadline = Date.now() + 6000;
-            reply.status === 200 && Date.now() < deadline;
-            reply = await client.status(room.code, room.a)
-          ) {
-            await sleep(200);
-          }
-          expectEnded(reply, { reason: "hard_cap" });
-          expectEnded(await client.recv(room.code, room.b, 0), { reason: "hard_cap" });
-        });
-      },
-      { env: { ROOM_IDLE_SECONDS: "60", ROOM_MAX_SECONDS: "3" }, kinds: TIMED_TARGETS },
-    );
+    forEachTimedTarget({ ROOM_IDLE_SECONDS: "60", ROOM_MAX_SECONDS: "3" }, (target) => {
+      it("a room kept busy until its hard cap says it reached the cap", async () => {
+        const { client, room } = await pairedRoomOn(target);
+        let reply = await client.status(room.code, room.a);
+        for (
+          const deadline = Date.now() + 6000;
+          reply.status === 200 && Date.now() < deadline;
+          reply = await client.status(room.code, room.a)
+        ) {
+          await sleep(200);
+        }
+        expectEnded(reply, { reason: "hard_cap" });
+        expectEnded(await client.recv(room.code, room.b, 0), { reason: "hard_cap" });
+      });
+    });
   });
 });
 
 describe("how long the reason is kept", () => {
-  forEachTarget(
-    (target) => {
-      it("after ROOM_ENDING_KEEP_SECONDS even the room's own seats get the bare 404", async () => {
-        const { client } = target();
-        const room = await client.pairedRoom();
-        expect((await client.close(room.code, room.a)).status).toBe(200);
-        expectEnded(await client.status(room.code, room.b), { reason: "closed", by: "a" });
-        await sleep(1300);
-        expectBare404(await client.status(room.code, room.b));
-        expectBare404(await client.status(room.code, room.a));
-      });
-    },
-    { env: { ROOM_ENDING_KEEP_SECONDS: "1" }, kinds: TIMED_TARGETS },
-  );
+  forEachTimedTarget({ ROOM_ENDING_KEEP_SECONDS: "1" }, (target) => {
+    it("after ROOM_ENDING_KEEP_SECONDS even the room's own seats get the bare 404", async () => {
+      const { client, room } = await pairedRoomOn(target);
+      expect((await client.close(room.code, room.a)).status).toBe(200);
+      expectEnded(await client.status(room.code, room.b), { reason: "closed", by: "a" });
+      await sleep(1300);
+      expectBare404(await client.status(room.code, room.b));
+      expectBare404(await client.status(room.code, room.a));
+    });
+  });
 });
 
 describe("with ROOM_ENDING_KEEP_SECONDS=0", () => {
   forEachTarget(
     (target) => {
       it("every call after the end gets the bare 404, as before rooms told how they ended", async () => {
-        const { client } = target();
-        const room = await client.pairedRoom();
+        const { client, room } = await pairedRoomOn(target);
         await client.send(room.code, room.a, "abandoned");
         expect((await client.close(room.code, room.b, true)).status).toBe(200);
         for (const token of [room.a, room.b]) {
@@ -217,16 +198,16 @@ describe("with ROOM_ENDING_KEEP_SECONDS=0", () => {
   );
 });
 
+/** GET /v1/status?wait=: the waiting status `duet wait` uses. */
+const statusWait = (client: TestClient, code: string, token: string, wait: number, node?: number) =>
+  client.call("GET", "/v1/status", { query: { code, wait }, token, node });
+
 describe("waiting status (GET /v1/status?wait=)", () => {
   forEachTarget((target) => {
     it("answers when the peer joins, even through another node", async () => {
       const { client } = target();
       const opened = (await client.open()).body;
-      const waiting = client.call("GET", "/v1/status", {
-        query: { code: opened.code, wait: 20_000 },
-        token: opened.token,
-        node: 0,
-      });
+      const waiting = statusWait(client, opened.code, opened.token, 20_000, 0);
       await sleep(300);
       expect((await client.join(opened.code, { node: 1 })).status).toBe(200);
       // Had the join not woken it, the wait would have run out with peer_joined false.
@@ -236,10 +217,9 @@ describe("waiting status (GET /v1/status?wait=)", () => {
     });
 
     it("answers at once when the peer has joined already", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       for (const token of [room.a, room.b]) {
-        const reply = await client.call("GET", "/v1/status", { query: { code: room.code, wait: 25_000 }, token });
+        const reply = await statusWait(client, room.code, token, 25_000);
         expect(reply.body.peer_joined).toBe(true);
       }
     });
@@ -247,10 +227,7 @@ describe("waiting status (GET /v1/status?wait=)", () => {
     it("answers peer_joined false when the wait runs out", async () => {
       const { client } = target();
       const opened = (await client.open()).body;
-      const reply = await client.call("GET", "/v1/status", {
-        query: { code: opened.code, wait: 300 },
-        token: opened.token,
-      });
+      const reply = await statusWait(client, opened.code, opened.token, 300);
       expect(reply.status).toBe(200);
       expect(reply.body).toMatchObject({ members: ["a"], peer_joined: false });
     });
@@ -258,11 +235,7 @@ describe("waiting status (GET /v1/status?wait=)", () => {
     it("a waiting status gets the reason when the room is closed", async () => {
       const { client } = target();
       const opened = (await client.open()).body;
-      const waiting = client.call("GET", "/v1/status", {
-        query: { code: opened.code, wait: 20_000 },
-        token: opened.token,
-        node: 0,
-      });
+      const waiting = statusWait(client, opened.code, opened.token, 20_000, 0);
       await sleep(300);
       expect((await client.close(opened.code, opened.token, false, { node: 1 })).status).toBe(200);
       expectEnded(await waiting, { reason: "closed", by: "a" });

@@ -1,5 +1,5 @@
 // Rooms: open, join, status, close and the public tally (docs/protocol.md §5 "Rooms", §11.1 "Stats").
-import { forEachTarget } from "../support/targets";
+import { forEachTarget, pairedRoomOn } from "../support/targets";
 import { asClient } from "../support/workload";
 
 const CODE = /^[0-9a-hjkmnp-tv-z]{4}-[0-9a-hjkmnp-tv-z]{4}-[0-9a-hjkmnp-tv-z]{4}$/;
@@ -56,8 +56,7 @@ forEachTarget((target) => {
     });
 
     it("answers a third join with 409 full and leaves the room unchanged", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const third = await client.join(room.code);
       expect(third.status).toBe(409);
       expect(third.body.error).toBe("full");
@@ -87,8 +86,7 @@ forEachTarget((target) => {
 
   describe("status", () => {
     it("reports members, expires_in, peer_joined, peer_active and pending counts for the caller's seat", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const one = (await client.send(room.code, room.a, "one")).body.id;
       const two = (await client.send(room.code, room.a, "two")).body.id;
       const three = (await client.send(room.code, room.b, "three")).body.id;
@@ -147,8 +145,7 @@ forEachTarget((target) => {
 
   describe("close", () => {
     it("with no unacked messages: ok true, then every call with the code answers 404", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       const closed = await client.close(room.code, room.b);
       expect(closed.status).toBe(200);
       expect(closed.body).toEqual({ ok: true });
@@ -167,8 +164,7 @@ forEachTarget((target) => {
     });
 
     it("with unacked messages in either direction and force absent or false: 409 unread, room unchanged", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       await client.send(room.code, room.b, "unread by a");
       for (const force of [undefined, false]) {
         const refused = await client.close(room.code, room.b, force);
@@ -181,8 +177,7 @@ forEachTarget((target) => {
     });
 
     it("with force true: gone, unread messages abandoned", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       await client.send(room.code, room.a, "abandoned");
       expect((await client.close(room.code, room.a, true)).body).toEqual({ ok: true });
       expect((await client.recv(room.code, room.b, 0)).status).toBe(404);

@@ -1,12 +1,11 @@
 // Tokens: returned once, to the caller that minted them, and nowhere else: not in another
 // response, not in a log line, not in the tally, not in Redis in clear.
 import { Redis } from "ioredis";
-import { forEachTarget } from "../support/targets";
+import { forEachTarget, pairedRoomOn } from "../support/targets";
 
 forEachTarget((target) => {
   it("no token appears in any response but the one that minted it, nor in any log line", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const responses: string[] = [];
     const record = async <T extends { text: string }>(reply: Promise<T>) => {
       const answer = await reply;
@@ -35,8 +34,7 @@ forEachTarget((target) => {
   });
 
   it("send refuses a text that contains the caller's own token (400, nothing stored, the token not echoed), as the MCP tool does", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const leak = await client.send(room.code, room.a, `my token is ${room.a}, keep it safe`, "leak");
     expect(leak.status).toBe(400);
     expect(leak.body).toEqual({ error: "bad_request", message: expect.stringContaining("own seat token") });

@@ -6,7 +6,7 @@
 import { once } from "node:events";
 import net, { type Socket } from "node:net";
 import { USER_AGENT } from "@duet/protocol";
-import { forEachTarget, type RelayTarget } from "../support/targets";
+import { forEachTarget, type RelayTarget, pairedRoomOn } from "../support/targets";
 
 const BIG_TEXT = "\u0001".repeat(2 * 1024 * 1024);
 
@@ -75,8 +75,7 @@ forEachTarget(
     });
 
     it("leaves an ordinary exchange alone", async () => {
-      const { client } = target();
-      const room = await client.pairedRoom();
+      const { client, room } = await pairedRoomOn(target);
       for (let i = 0; i < 20; i++) {
         expect((await client.send(room.code, room.a, `hello ${i}`)).status).toBe(200);
         const got = await client.recv(room.code, room.b, 0);

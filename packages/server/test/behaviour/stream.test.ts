@@ -2,7 +2,7 @@
 // arrive on any node; resume by Last-Event-ID or ?after; redelivery until ack; `end` when
 // the room ends, when newer streams replace it, and on shutdown; a client that leaves
 // frees its stream. Every target: in-process, one Redis, three nodes, cluster, black box.
-import { BEHAVIOUR_TARGETS, forEachTarget, startTarget } from "../support/targets";
+import { BEHAVIOUR_TARGETS, forEachTarget, startTarget, pairedRoomOn } from "../support/targets";
 import { sleep, until } from "../support/waiting";
 import { openStream, openStreamsOn, type TestStream } from "../support/stream-client";
 
@@ -10,10 +10,8 @@ const messagesOf = (stream: TestStream) => stream.events.filter((e) => e.event =
 
 forEachTarget((target) => {
   it("sends the pending messages oldest first, then each new one, with the recv's {id, from, text} and the stream headers", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
-    const ids: string[] = [];
-    for (const text of ["one", "two", "three"]) ids.push((await client.send(room.code, room.a, text)).body.id);
+    const { client, room } = await pairedRoomOn(target);
+    const ids = await client.sendEach(room.code, room.a, ["one", "two", "three"]);
     const stream = await openStream(client, room.code, room.b);
     try {
       expect(stream.status).toBe(200);
@@ -38,8 +36,7 @@ forEachTarget((target) => {
   });
 
   it("?format=ndjson gives the same events, one JSON object per line", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const sent = await client.send(room.code, room.a, "line one");
     const stream = await openStream(client, room.code, room.b, { format: "ndjson" });
     try {
@@ -65,10 +62,8 @@ forEachTarget((target) => {
   });
 
   it("resumes after Last-Event-ID (or ?after): only later messages", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
-    const ids: string[] = [];
-    for (const text of ["m1", "m2", "m3"]) ids.push((await client.send(room.code, room.a, text)).body.id);
+    const { client, room } = await pairedRoomOn(target);
+    const ids = await client.sendEach(room.code, room.a, ["m1", "m2", "m3"]);
     const byHeader = await openStream(client, room.code, room.b, { headers: { "last-event-id": ids[0]! } });
     const byQuery = await openStream(client, room.code, room.b, { query: { after: ids[1]! }, node: 1 });
     try {
@@ -86,8 +81,7 @@ forEachTarget((target) => {
   });
 
   it("does not consume: a fresh stream delivers unacked messages again, acked ones never", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const m1 = await client.send(room.code, room.a, "keep me");
     const first = await openStream(client, room.code, room.b);
     expect((await first.event(0)).id).toBe(m1.body.id);
@@ -145,8 +139,7 @@ forEachTarget((target) => {
   });
 
   it("ends with `end` naming how the room ended (as recv's 404 does), and the response ends", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const stream = await openStream(client, room.code, room.b);
     await sleep(100);
     expect((await client.close(room.code, room.a, undefined, { node: 1 })).status).toBe(200);
@@ -164,8 +157,7 @@ forEachTarget((target) => {
   });
 
   it("answers JSON errors before the stream starts: no token 401, unknown room 404, bad query or Last-Event-ID 400", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     expect((await client.call("GET", "/v1/stream", { query: { code: room.code } })).status).toBe(401);
     const wrongToken = await client.call("GET", "/v1/stream", { query: { code: room.code }, token: "x".repeat(43) });
     expect(wrongToken.status).toBe(401);
@@ -194,8 +186,7 @@ forEachTarget((target) => {
   });
 
   it("a third stream for one seat on one node ends the oldest with `end` reason replaced", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const first = await openStream(client, room.code, room.b, { node: 0 });
     const second = await openStream(client, room.code, room.b, { node: 0 });
     const third = await openStream(client, room.code, room.b, { node: 0 });
@@ -211,8 +202,7 @@ forEachTarget((target) => {
   });
 
   it("a client that goes away frees its stream on the node", async () => {
-    const { client } = target();
-    const room = await client.pairedRoom();
+    const { client, room } = await pairedRoomOn(target);
     const before = await openStreamsOn(client, 0);
     const stream = await openStream(client, room.code, room.b, { node: 0 });
     await until(async () => (await openStreamsOn(client, 0)) === before + 1, "the stream is counted");

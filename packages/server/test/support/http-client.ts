@@ -93,6 +93,12 @@ export class TestClient {
       ...options,
     });
   }
+  /** Sends each text in turn from one seat; the ids, in order. */
+  async sendEach(code: string, token: string, texts: string[]): Promise<string[]> {
+    const ids: string[] = [];
+    for (const text of texts) ids.push((await this.send(code, token, text)).body.id);
+    return ids;
+  }
   /** wait "default" leaves the parameter out. */
   recv(code: string, token: string, wait: number | "default" = 0, options: CallOptions = {}) {
     return this.call("GET", "/v1/recv", { query: wait === "default" ? { code } : { code, wait }, token, ...options });

@@ -205,6 +205,16 @@ export function forEachTarget(
   });
 }
 
+/** forEachTarget on the targets whose clock the tests can rely on (TIMED_TARGETS), with `env`. */
+export const forEachTimedTarget = (env: Record<string, string>, body: (target: () => RelayTarget) => void) =>
+  forEachTarget(body, { env, kinds: TIMED_TARGETS });
+
+/** The first lines of most behaviour tests: the target's client, and a room both seats joined. */
+export async function pairedRoomOn(target: () => RelayTarget) {
+  const { client } = target();
+  return { client, room: await client.pairedRoom() };
+}
+
 /**
  * A target of the calling describe's own: started before its tests, closed after them.
  * `timeoutMs` bounds each hook (jest's default when not given).
