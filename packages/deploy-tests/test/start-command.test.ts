@@ -2,8 +2,8 @@
 // must reach the relay, not only pnpm. The relay binds port 0 and reports its address.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { connect } from "node:net";
 import { resolve } from "node:path";
+import { portAccepts } from "./support/topology";
 
 const ROOT = resolve(__dirname, "../../..");
 
@@ -27,17 +27,6 @@ const cmdline = (pid: number) => {
     return "";
   }
 };
-
-function portAccepts(port: number): Promise<boolean> {
-  return new Promise((r) => {
-    const s = connect(port, "127.0.0.1");
-    s.once("connect", () => {
-      s.destroy();
-      r(true);
-    });
-    s.once("error", () => r(false));
-  });
-}
 
 const started: { pnpm: ChildProcess; relayPid?: number }[] = [];
 

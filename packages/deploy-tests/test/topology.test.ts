@@ -4,13 +4,13 @@
 // ($upstream_addr), matched by the X-Request-Id nginx puts on every response.
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { connect } from "node:net";
 import { join, resolve } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { DuetClient } from "@duet/client";
 import { MAX_BODY_BYTES, MAX_TEXT_BYTES, MAX_WAIT_MS, USER_AGENT } from "@duet/protocol";
 import { startBufferingNginx } from "@duet/testkit";
+import { portAccepts } from "./support/topology";
 
 const ROOT = resolve(__dirname, "../../..");
 const TOPOLOGY = join(ROOT, "infra/local/topology.mjs");
@@ -129,17 +129,6 @@ async function openPair() {
   const join = await call("join", "POST", "/v1/join", { body: { code: open.body.code } });
   expectOk(join);
   return { open, join, code: open.body.code as string, a: open.body.token as string, b: join.body.token as string };
-}
-
-function portAccepts(port: number): Promise<boolean> {
-  return new Promise((r) => {
-    const s = connect(port, "127.0.0.1");
-    s.once("connect", () => {
-      s.destroy();
-      r(true);
-    });
-    s.once("error", () => r(false));
-  });
 }
 
 beforeAll(async () => {

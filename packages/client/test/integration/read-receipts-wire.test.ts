@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { StateStore } from "../../src/cli/state";
 import { runCli, startCli, temporaryDir } from "../support/processes";
+import { statusBody } from "../support/replies";
 
 jest.setTimeout(60_000);
 
@@ -24,16 +25,7 @@ function standIn() {
       req.on("data", (chunk: Buffer) => (text += chunk.toString()));
       req.on("end", () => resolve(text ? JSON.parse(text) : {}));
     });
-  const status = () => ({
-    seat: "a",
-    members: ["a", "b"],
-    expires_in: 1700,
-    peer_joined: true,
-    peer_active: true,
-    pending_in: 0,
-    pending_out: unread.length,
-    unread: [...unread],
-  });
+  const status = () => statusBody([...unread]);
   const answer = (res: ServerResponse, code: number, value: unknown) => {
     res.writeHead(code, { "content-type": "application/json" });
     res.end(JSON.stringify(value));

@@ -2,20 +2,10 @@
 // `unread`, waitUntilRead's status waits with until_read, how a room's ending counts, and
 // the stream's `read` event in client.stream and receiveLoop.
 import { DuetClient, DuetTimeoutError } from "../../src";
+import { json, statusBody } from "../support/replies";
 
 const seat = { code: "k7dq-3mxa-9z2f", token: "tok" };
-const json = (status: number, body: unknown) =>
-  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
-const status = (unread: string[]) => ({
-  seat: "a",
-  members: ["a", "b"],
-  expires_in: 1700,
-  peer_joined: true,
-  peer_active: true,
-  pending_in: 0,
-  pending_out: unread.length,
-  unread,
-});
+const status = (unread: string[]) => statusBody(unread);
 
 function scripted(script: Array<(url: URL) => Response | Promise<Response>>) {
   const urls: URL[] = [];

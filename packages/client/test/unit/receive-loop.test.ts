@@ -2,9 +2,8 @@
 // recv), never a message twice, a throwing handler leaves its message pending, the signal
 // ends the loop.
 import { DuetClient } from "../../src";
+import { json } from "../support/replies";
 
-const json = (status: number, body: unknown) =>
-  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
 const seat = { code: "k7dq-3mxa-9z2f", token: "tok" };
 const m = (id: string, text = id) => ({ id, from: "b", text });
 

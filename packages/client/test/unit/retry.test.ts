@@ -1,6 +1,7 @@
 // The SDK's retry rules, timed against a scripted fetch: what is retried, with which key,
 // after how long, when it gives up, and how cancellation cuts a wait short.
 import { DuetAbortError, DuetClient, DuetError, DuetNetworkError } from "../../src";
+import { json, statusBody } from "../support/replies";
 
 interface Call {
   url: string;
@@ -11,20 +12,14 @@ interface Call {
   at: number;
 }
 
-const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
-  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
 const refusal = (status: number, error: string, headers: Record<string, string> = {}) =>
   json(status, { error, message: `refused: ${error}` }, headers);
-const statusBody = (pending_in: number, pending_out: number) => ({
-  seat: "a",
-  members: ["a", "b"],
-  expires_in: 1700,
-  peer_joined: true,
-  peer_active: true,
-  pending_in,
-  pending_out,
-  unread: Array.from({ length: pending_out }, (_, i) => String(i + 1)),
-});
+/** Seat a's status with `pendingIn` and `pendingOut` messages pending (ids 1, 2, …). */
+const pendingStatus = (pendingIn: number, pendingOut: number) =>
+  statusBody(
+    Array.from({ length: pendingOut }, (_, i) => String(i + 1)),
+    pendingIn,
+  );
 
 /** A fetch that answers from a script, one function per expected call, and records the calls. */
 function scriptedFetch(script: Array<(call: Call) => Response | Promise<Response>>) {
@@ -99,9 +94,9 @@ describe("send retries", () => {
   it("on 429 mailbox_full polls status and sends again only once the peer has acked", async () => {
     const { fetchImpl, calls } = scriptedFetch([
       () => refusal(429, "mailbox_full", { "retry-after": "1" }),
-      () => json(200, statusBody(0, 8)),
-      () => json(200, statusBody(0, 8)),
-      () => json(200, statusBody(0, 5)),
+      () => json(200, pendingStatus(0, 8)),
+      () => json(200, pendingStatus(0, 8)),
+      () => json(200, pendingStatus(0, 5)),
       () => json(200, { id: "8" }),
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
@@ -170,7 +165,7 @@ describe("answers and errors", () => {
   it("maps a non-JSON 502 to unavailable and retries it", async () => {
     const { fetchImpl } = scriptedFetch([
       () => new Response("bad gateway", { status: 502 }),
-      () => json(200, statusBody(1, 0)),
+      () => json(200, pendingStatus(1, 0)),
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
     await expect(client.status(seat)).resolves.toMatchObject({ pending_in: 1 });
@@ -216,9 +211,9 @@ describe("answers and errors", () => {
 describe("waitForPeer", () => {
   it("long-polls status (wait=) until the peer has joined, with no pause between polls", async () => {
     const { fetchImpl, calls } = scriptedFetch([
-      () => json(200, { ...statusBody(0, 0), members: ["a"], peer_joined: false }),
-      () => json(200, { ...statusBody(0, 0), members: ["a"], peer_joined: false }),
-      () => json(200, statusBody(0, 0)),
+      () => json(200, { ...pendingStatus(0, 0), members: ["a"], peer_joined: false }),
+      () => json(200, { ...pendingStatus(0, 0), members: ["a"], peer_joined: false }),
+      () => json(200, pendingStatus(0, 0)),
     ]);
     const client = new DuetClient({ fetch: fetchImpl });
     await expect(client.waitForPeer(seat, { pollMs: 5000 })).resolves.toMatchObject({ peer_joined: true });
@@ -230,7 +225,7 @@ describe("waitForPeer", () => {
     const alone = (call: Call) =>
       new Promise<Response>((resolve) =>
         setTimeout(
-          () => resolve(json(200, { ...statusBody(0, 0), members: ["a"], peer_joined: false })),
+          () => resolve(json(200, { ...pendingStatus(0, 0), members: ["a"], peer_joined: false })),
           Number(new URL(call.url).searchParams.get("wait") ?? 0),
         ),
       );

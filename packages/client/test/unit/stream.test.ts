@@ -3,9 +3,8 @@
 // and it falls back to long-poll recv when the stream cannot work (a proxy that buffers
 // it and sends nothing, a relay without the endpoint).
 import { DuetClient, DuetError } from "../../src";
+import { json } from "../support/replies";
 
-const json = (status: number, body: unknown) =>
-  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
 const seat = { code: "k7dq-3mxa-9z2f", token: "tok" };
 const m = (id: string, text = id) => ({ id, from: "b" as const, text });
 

@@ -2,6 +2,7 @@
 // ready when it prints its "topology ready" line, stopped (every process it started) by stop().
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
+import { connect } from "node:net";
 import { join, resolve } from "node:path";
 
 export const ROOT = resolve(__dirname, "../../../..");
@@ -65,4 +66,16 @@ export async function startTopology(
     throw error;
   });
   return { topology, stop };
+}
+
+/** Whether something accepts a connection on a loopback port (a process still holding it). */
+export function portAccepts(port: number): Promise<boolean> {
+  return new Promise((r) => {
+    const s = connect(port, "127.0.0.1");
+    s.once("connect", () => {
+      s.destroy();
+      r(true);
+    });
+    s.once("error", () => r(false));
+  });
 }

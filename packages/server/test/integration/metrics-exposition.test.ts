@@ -4,7 +4,7 @@
 // `promtool check metrics` (Debian's prometheus package) accepts the exposition.
 import { spawn } from "node:child_process";
 import { ERROR_CODES, buildOpenApiDocument } from "@duet/protocol";
-import { startTarget, type RelayTarget } from "../support/targets";
+import { type RelayTarget, useTarget } from "../support/targets";
 
 /** Every sample of a scrape, by its series as written ('name{label="v",...}'). */
 function samples(text: string): Map<string, number> {
@@ -27,14 +27,10 @@ const requests = (route: string, method: string, status: number | string) =>
   `duet_http_requests_total{route="${route}",method="${method}",status="${status}"}`;
 
 describe("a relay on Redis, before any request", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("redis");
-  });
-  afterAll(() => target.close());
+  const target = useTarget("redis");
 
   it("has every error code, every route with each status it can answer, every Redis connection and the store-full count at zero", async () => {
-    const seen = samples(await scrape(target));
+    const seen = samples(await scrape(target()));
     const expected: string[] = ERROR_CODES.map((code) => `duet_errors_total{code="${code}"}`);
     // Every route the OpenAPI document describes (the endpoint table, the stream, the documents),
     // with every status it documents.
@@ -72,15 +68,11 @@ describe("a relay on Redis, before any request", () => {
 });
 
 describe("a relay with a general limit of 3 calls", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("memory", { RATE_LIMIT_REQUESTS: "3" });
-  });
-  afterAll(() => target.close());
+  const target = useTarget("memory", { RATE_LIMIT_REQUESTS: "3" });
 
   it("labels a User-Agent 403 and a rate-limit 429 on /v1/open with /v1/open, however the path is written", async () => {
-    const { client } = target;
-    const before = samples(await scrape(target));
+    const { client } = target();
+    const before = samples(await scrape(target()));
     // The calls as the endpoint table writes them (the fast dispatch), and the same path in
     // another case and with a trailing slash (the general layers).
     for (const path of ["/v1/open", "/V1/Open", "/v1/open/"]) {
@@ -94,7 +86,7 @@ describe("a relay with a general limit of 3 calls", () => {
     for (let i = 0; i < 3; i++) expect((await client.open()).status).toBe(200);
     const limited = await client.open();
     expect({ status: limited.status, error: limited.body.error }).toEqual({ status: 429, error: "rate_limited" });
-    const after = samples(await scrape(target));
+    const after = samples(await scrape(target()));
     const delta = (series: string) => (after.get(series) ?? 0) - (before.get(series) ?? 0);
     expect({
       forbidden: delta(requests("/v1/open", "POST", 403)),
@@ -105,7 +97,7 @@ describe("a relay with a general limit of 3 calls", () => {
     }).toEqual({ forbidden: 3, limited: 1, opened: 3, unmatched403: 0, unmatched429: 0 });
     // A longer path under a room path is no route: its 404 is unmatched, not /v1/open's.
     expect((await client.call("POST", "/v1/open/extra", { body: {} })).status).toBe(429);
-    const last = samples(await scrape(target));
+    const last = samples(await scrape(target()));
     expect(
       (last.get(requests("/v1/open", "POST", 429)) ?? 0) - (after.get(requests("/v1/open", "POST", 429)) ?? 0),
     ).toBe(0);
@@ -113,21 +105,17 @@ describe("a relay with a general limit of 3 calls", () => {
 });
 
 describe("promtool check metrics", () => {
-  let target: RelayTarget;
-  beforeAll(async () => {
-    target = await startTarget("redis");
-  });
-  afterAll(() => target.close());
+  const target = useTarget("redis");
 
   it("accepts a live relay's /metrics after traffic with errors", async () => {
-    const { client } = target;
+    const { client } = target();
     const room = await client.pairedRoom();
     await client.send(room.code, room.a, "hello");
     await client.recv(room.code, room.b, 0);
     await client.call("POST", "/v1/open", { body: {}, headers: { "user-agent": "curl/8" } }); // 403
     await client.call("GET", "/v1/nothing"); // 404
     await client.send(room.code, "not-a-token", "x"); // 401
-    const text = await scrape(target);
+    const text = await scrape(target());
     const result = await new Promise<{ code: number | null; output: string }>((resolve, reject) => {
       const child = spawn("promtool", ["check", "metrics"], { stdio: ["pipe", "pipe", "pipe"] });
       let output = "";

@@ -132,6 +132,20 @@ describe.each(MULTI_NODE)("on %s", (kind) => {
   });
 });
 
+/**
+ * Until all 1,000 rooms' channels are subscribed (`subscribed` counts them): every recv is
+ * waiting, and none failed. The deadline only guards a hang.
+ */
+async function untilSubscribed(subscribed: () => Promise<number>, failed: string[]) {
+  for (
+    const deadline = Date.now() + 150_000;
+    (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0;
+  )
+    await new Promise((r) => setTimeout(r, 100));
+  expect(failed).toEqual([]);
+  expect(await subscribed()).toBe(1000);
+}
+
 describe("Redis connections per node", () => {
   const own = ownRedis({ args: ["--maxclients", "10000"] });
 
@@ -152,15 +166,8 @@ describe("Redis connections per node", () => {
     setMaxListeners(5000, abort.signal);
     const failed: string[] = [];
     const waiting = rooms.map((room) => holdRecv(client, room.code, room.b, abort.signal, failed));
-    // Until all 1,000 rooms' channels are subscribed: every recv is waiting (the deadline only guards a hang).
     const subscribed = async () => ((await own.admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
-    for (
-      const deadline = Date.now() + 150_000;
-      (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0;
-    )
-      await new Promise((r) => setTimeout(r, 100));
-    expect(failed).toEqual([]);
-    expect(await subscribed()).toBe(1000);
+    await untilSubscribed(subscribed, failed);
     const loaded = await relayConnections();
     console.log(`Redis connections of one node: ${idle} with 0 waiting recvs, ${loaded} with 1,000`);
     expect(idle).toBe(2);
@@ -228,13 +235,7 @@ describe("Redis connections per node on a cluster", () => {
       for (const admin of admins) total += ((await admin.call("PUBSUB", "SHARDCHANNELS")) as string[]).length;
       return total;
     };
-    for (
-      const deadline = Date.now() + 150_000;
-      (await subscribed()) < 1000 && Date.now() < deadline && failed.length === 0;
-    )
-      await new Promise((r) => setTimeout(r, 100));
-    expect(failed).toEqual([]);
-    expect(await subscribed()).toBe(1000);
+    await untilSubscribed(subscribed, failed);
     const loaded = await relayConnections();
     console.log(
       `Redis connections of one node on a 3-master cluster: ${idle} with 0 waiting recvs, ${loaded} with 1,000`,

@@ -18,6 +18,19 @@ import { ownRedis } from "../support/own-redis";
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const COMMAND_TIMEOUT_MS = 1000;
 
+/**
+ * The port (on the proxy's side) of the subscriber connection a waiting recv made visible
+ * (ssub=1 in CLIENT LIST); undefined when none shows within 5 s.
+ */
+async function subscriberPortOf(admin: Redis): Promise<number | undefined> {
+  for (const deadline = Date.now() + 5000; Date.now() < deadline; await sleep(25)) {
+    const list = (await admin.call("CLIENT", "LIST")) as string;
+    const line = list.split("\n").find((l) => / ssub=1 /.test(l));
+    if (line) return Number(/ addr=[^ ]+:(\d+) /.exec(line)![1]);
+  }
+  return undefined;
+}
+
 describe("faults between the nodes and Redis (TCP proxy)", () => {
   // Rate limits on (counted in Redis, as in production), high enough never to refuse:
   // their Redis calls are on every request's path too.
@@ -262,12 +275,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
       const second = await client.pairedRoom();
       // A waiting recv on node 0 makes its subscriber connection visible (ssub=1).
       const waiting = client.recv(first.code, first.b, 5000, { node: 0 });
-      let subscriberPort: number | undefined;
-      for (const deadline = Date.now() + 5000; subscriberPort === undefined && Date.now() < deadline; await sleep(25)) {
-        const list = (await admin.call("CLIENT", "LIST")) as string;
-        const line = list.split("\n").find((l) => / ssub=1 /.test(l));
-        if (line) subscriberPort = Number(/ addr=[^ ]+:(\d+) /.exec(line)![1]);
-      }
+      const subscriberPort = await subscriberPortOf(admin);
       expect(subscriberPort).toBeDefined();
       expect(own.proxy.blackholeConnection(subscriberPort!)).toBe(true);
       const started = Date.now();
@@ -300,12 +308,7 @@ describe("faults between the nodes and Redis (TCP proxy)", () => {
     try {
       const room = await relay.client.pairedRoom();
       const waiting = relay.client.recv(room.code, room.b, 20_000).then((reply) => ({ reply, at: Date.now() }));
-      let subscriberPort: number | undefined;
-      for (const deadline = Date.now() + 5000; subscriberPort === undefined && Date.now() < deadline; await sleep(25)) {
-        const list = (await admin.call("CLIENT", "LIST")) as string;
-        const line = list.split("\n").find((l) => / ssub=1 /.test(l));
-        if (line) subscriberPort = Number(/ addr=[^ ]+:(\d+) /.exec(line)![1]);
-      }
+      const subscriberPort = await subscriberPortOf(admin);
       expect(subscriberPort).toBeDefined();
       // Nothing comes back on the subscriber connection from now on, and nothing says so.
       expect(own.proxy.blackholeConnection(subscriberPort!)).toBe(true);
