@@ -53,14 +53,15 @@ export const VARIABLE_OF: Record<Fixture, string> = {
 
 /**
  * The fixtures a test file needs, read from its source:
- * - `forEachTarget` or `BEHAVIOUR_TARGETS`: those of the selected targets;
+ * - `forEachTarget`, `forEachTimedTarget` or `BEHAVIOUR_TARGETS`: those of the selected
+ *   targets (the timed ones are among them);
  * - a target's name as a string (`startTarget("cluster")`, `kinds: ["redis"]`): that target's;
  * - `process.env.REDIS_URL`, `REDIS_CLUSTER_NODES` or `REDIS_SENTINELS` read directly: that one.
  * Reading more than a file uses only starts a server too many; startTarget names what is missing.
  */
 export function fixturesOf(source: string, targets: readonly TargetKind[] = selectedTargets()): Set<Fixture> {
   const kinds = new Set<TargetKind>();
-  if (/\bforEachTarget\(|\bBEHAVIOUR_TARGETS\b/.test(source)) for (const kind of targets) kinds.add(kind);
+  if (/\bforEach(Timed)?Target\(|\bBEHAVIOUR_TARGETS\b/.test(source)) for (const kind of targets) kinds.add(kind);
   for (const kind of TARGET_KINDS) if (source.includes(`"${kind}"`)) kinds.add(kind);
   const fixtures = new Set<Fixture>();
   for (const kind of kinds) if (FIXTURE_OF[kind]) fixtures.add(FIXTURE_OF[kind]);
