@@ -2,7 +2,7 @@
 // seals a text to send, after checking that its envelope fits, and opens received messages,
 // refusing any that does not authenticate. The CLI seals through here too.
 import { ERRORS, MAX_TEXT_BYTES, MESSAGE_TEXT_FIELDS, type Message, type MessageTextField } from "@duet/protocol";
-import type { E2eSession } from "./e2e.js";
+import { E2E_REJECT_EXPLANATIONS, type E2eSession } from "./e2e.js";
 import { DuetError } from "./errors.js";
 import type { OpenedMessage, RejectedMessage } from "./options.js";
 
@@ -46,15 +46,20 @@ export function textToSend(session: E2eSession | undefined, text: string): strin
 export function openAll(session: E2eSession, messages: Message[]): (OpenedMessage | RejectedMessage)[] {
   return messages.map((message) => {
     const result: OpenedMessage = { ...message };
+    let openedAny = false;
     for (const field of MESSAGE_TEXT_FIELDS) {
       const sealed = (message as Record<string, unknown>)[field];
       if (typeof sealed !== "string") continue;
+      openedAny = true;
       const opened = session.open(message.id, sealed);
       if (!opened.ok) return { ...clearFields(message), reason: opened.reason, explanation: opened.explanation };
       (result as Record<string, unknown>)[field] = opened.text;
       result.seq = opened.seq;
       if (opened.missing) result.missing = opened.missing;
     }
+    // A message with no sealed field at all was never authenticated: refused, not passed on.
+    if (!openedAny)
+      return { ...clearFields(message), reason: "malformed", explanation: E2E_REJECT_EXPLANATIONS.malformed };
     return result;
   });
 }

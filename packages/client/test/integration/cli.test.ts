@@ -222,9 +222,17 @@ describe("duet CLI, two agents through the real relay", () => {
     expect(await bob.run(["join", "-"], stdout)).toMatchObject({ code: 0 });
     alice.rememberTokens();
     bob.rememberTokens();
+    const heldBefore = await gauge("duet_waiters_held");
     const watching = bob.start(["watch", "--wait", "10000"]);
-    // Closed while watch waits: once the relay holds its stream (or recv), not after a guess of time.
-    while ((await gauge("duet_waiters_held")) < 1) await new Promise((r) => setTimeout(r, 20));
+    // Closed while watch waits: once the relay holds its stream (or recv), not after a guess of
+    // time; one more than before it started (another test's waiter does not count). A watch
+    // that exits first fails here, not at jest's timeout.
+    let exited = false;
+    void watching.done.then(() => (exited = true));
+    while ((await gauge("duet_waiters_held")) <= heldBefore) {
+      if (exited) throw new Error(`watch exited before the relay held it: ${JSON.stringify(await watching.done)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
     expect(await alice.run(["close", "--force"])).toMatchObject({ code: 0 });
     const ended = await watching.done;
     expect(ended.code).toBe(0);

@@ -13,6 +13,7 @@ import {
   roomKeyInText,
   sealEnvelope,
 } from "../../src/e2e";
+import { openAll } from "../../src/encrypted-room";
 
 const KEY = Buffer.from(Array.from({ length: 32 }, (_, i) => i));
 const K = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
@@ -112,6 +113,16 @@ describe("E2eSession: what the receiving seat makes of each message", () => {
     expect(b.open("2", second)).toMatchObject({ ok: true, seq: 2, text: "two", repeat: false });
     expect(b.open("1", first)).toMatchObject({ ok: true, seq: 1, text: "one", repeat: true });
     expect(b.state.recvSeq).toBe(2);
+  });
+
+  it("refuses a message that carries no sealed field at all: nothing in it was authenticated", () => {
+    const { a, b } = pair();
+    const sealed = { id: "1", from: "a" as const, text: a.seal("one") };
+    const bare = { id: "2", from: "a" as const } as unknown as typeof sealed;
+    expect(openAll(b, [sealed, bare])).toEqual([
+      { id: "1", from: "a", text: "one", seq: 1 },
+      { id: "2", from: "a", reason: "malformed", explanation: expect.any(String) },
+    ]);
   });
 
   it("refuses an altered envelope as unauthenticated", () => {

@@ -90,12 +90,15 @@ forEachTarget(
       const seat = { code: room.code, token: room.b };
       expect((await sdk.recv(seat, { waitMs: 0 })).messages).toEqual([delivered]);
       const abort = new AbortController();
+      let streamed: unknown;
       for await (const event of sdk.stream(seat, { signal: abort.signal })) {
         if (event.event !== "message") continue;
-        expect(event.message).toEqual(delivered);
+        streamed = event.message;
         abort.abort();
         break;
       }
+      // Asserted after the loop: a stream that ended before any message fails here.
+      expect(streamed).toEqual(delivered);
     });
 
     it("in an encrypted room the SDK opens the new text field as it opens text, and refuses a message when it fails", async () => {
