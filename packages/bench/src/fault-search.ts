@@ -9,9 +9,9 @@ import { loadavg } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { option } from "./cli-args.js";
 
-const FAILOVERS = option("--failovers", "50");
-const SEED = option("--seed", String(Math.floor(Math.random() * 2 ** 31)));
-const KINDS = option("--kinds", "");
+const FAILOVERS = option("failovers", "50");
+const SEED = option("seed", String(Math.floor(Math.random() * 2 ** 31)));
+const KINDS = option("kinds", "");
 const STRESS = process.argv.includes("--stress");
 const SERVER = resolve(__dirname, "../../server");
 const RESULTS = resolve(__dirname, "../results");
