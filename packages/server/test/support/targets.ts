@@ -97,9 +97,9 @@ const TEST_DEFAULTS: Record<string, string> = {
   // reliability tests set their own): on a loaded CI machine a Redis reply slower than the
   // default 1.5 s turned opens and sends into 503s the tests did not expect.
   REDIS_COMMAND_TIMEOUT_MS: "10000",
-  // Likewise the rate limits' shared count: past 500 ms a node counts alone (its own
-  // fallback, held by test/unit/leased-rate-limit.test.ts), which at load 20 turned a
-  // budget's verdict into the machine's speed.
+  // Likewise the rate limits' shared count: the suite waits for Redis's answer, so a budget's
+  // verdict is the bound while Redis answers. Past the default 500 ms a node counts alone,
+  // its fallback, which test/unit/leased-rate-limit.test.ts holds.
   RATE_LIMIT_REDIS_TIMEOUT_MS: "10000",
   LOG_LEVEL: "info",
 };
